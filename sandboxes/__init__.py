@@ -1,0 +1,31 @@
+"""Where commands run: the `Sandbox` protocol and its backends.
+
+Importing this package imports no heavy dependency (torch, ray, docker): backends are
+looked up by name and imported only when a sandbox of that kind is made.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxLimits, SandboxSpec
+
+BACKENDS = {"local": "sandboxes.local:LocalSandbox"}
+
+__all__ = [
+    "BACKENDS",
+    "ExecResult",
+    "Sandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "SandboxSpec",
+    "make_sandbox",
+]
+
+
+def make_sandbox(spec: SandboxSpec, backend: str = "local") -> Sandbox:
+    """Start a sandbox of the named backend over `spec`."""
+    if backend not in BACKENDS:
+        raise SandboxError(f"unknown sandbox backend {backend!r}; known: {', '.join(BACKENDS)}")
+    module, name = BACKENDS[backend].split(":")
+    return getattr(importlib.import_module(module), name)(spec)

@@ -1,0 +1,106 @@
+"""The `Sandbox` protocol: where commands run, and what a command's run returns.
+
+A sandbox owns a private copy of a workspace and one long-lived shell process. Commands
+never share state with the host; a command that misbehaves (runs forever, prints forever,
+leaves children behind) is contained and reported, never allowed to hang the caller.
+
+Failures of the sandbox itself (the shell died, the backend is missing) raise
+`SandboxError`: they are infrastructure errors, never a normal command result, so that
+callers (grading, rollouts) can retry instead of scoring a dead sandbox as a failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not do its job (backend missing, shell died, I/O failed).
+
+    This is an infrastructure error, distinct from a command that ran and failed.
+    """
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one command did.
+
+    `output` is stdout and stderr interleaved, decoded as UTF-8 with invalid bytes
+    replaced, and capped at the sandbox's output limit (`truncated` says so).
+    `exit_code` is the shell's status: 128+N when killed by signal N.
+    """
+
+    exit_code: int
+    output: str
+    truncated: bool = False
+    timed_out: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits applied to every command in a sandbox."""
+
+    timeout_s: float = 30.0
+    """Default wall-clock limit of one command; the whole process tree is killed at it."""
+    output_bytes: int = 256 * 1024
+    """Output kept per command; the rest is drained and dropped, and `truncated` is set."""
+    memory_bytes: int = 4 * 1024**3
+    """Address-space limit (RLIMIT_AS) of every process a command starts."""
+    file_bytes: int = 1024**3
+    """Largest file a command may write (RLIMIT_FSIZE)."""
+    open_files: int = 1024
+    """RLIMIT_NOFILE of every process a command starts."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """A sandbox definition: what to copy in, where to run, with which limits.
+
+    `workspace` is a host directory copied (never bound) into the sandbox at `workdir`, so
+    nothing the sandbox writes reaches the original.
+    """
+
+    workspace: Path | None = None
+    workdir: str = "/workspace"
+    env: dict[str, str] = field(default_factory=dict)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    network: bool = False
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One isolated shell over a private workspace. Use as a context manager."""
+
+    spec: SandboxSpec
+
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        """Run `command` with bash in the sandbox; the working directory and exported
+        variables carry over to the next command."""
+        ...
+
+    def read_file(self, path: str) -> bytes:
+        """Bytes of a file inside the sandbox (absolute, or relative to the workdir)."""
+        ...
+
+    def write_file(self, path: str, data: bytes | str) -> None:
+        """Create or replace a file inside the sandbox, creating parent directories."""
+        ...
+
+    def fork(self) -> Sandbox:
+        """An independent sandbox with a copy of this one's filesystem state."""
+        ...
+
+    def close(self) -> None:
+        """Kill every process and delete the private workspace. Idempotent."""
+        ...
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...
