@@ -1,0 +1,222 @@
+"""Task definitions: the YAML schema, its validation, and the `Task` it builds.
+
+A task is a repository with a bug (the workspace), an issue text (the problem statement),
+hidden tests (a test patch applied only at grading) and the tests that decide the reward:
+FAIL_TO_PASS (broken by the bug, fixed by a correct patch) and PASS_TO_PASS (must keep
+passing). This is SWE-bench's grading contract, so built-in tasks and SWE-bench rows are
+graded the same way. `tasks/README.md` documents the format for users.
+
+This package is plain data: it imports neither `sandboxes` nor anything above it;
+`agent_env` turns a task into a sandbox.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+TOOLS = ("execute_bash", "str_replace_editor", "finish")
+TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+# Fixed identity and dates make a task's base commit hash the same on every machine.
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "agentic-rl",
+    "GIT_AUTHOR_EMAIL": "tasks@agentic-rl.invalid",
+    "GIT_COMMITTER_NAME": "agentic-rl",
+    "GIT_COMMITTER_EMAIL": "tasks@agentic-rl.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+IGNORED_IN_WORKSPACE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+
+
+class TaskError(ValueError):
+    """A task definition is invalid; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class GradingSpec(_Strict):
+    test_command: str = Field(min_length=1)
+    """Shell command run in the workspace after the test patch is applied."""
+    log_parser: Literal["unittest", "pytest", "swebench"] = "unittest"
+    """How test results are read from the command's output (see `tasks.log_parsers`);
+    `swebench` uses the official harness's parser for the task's repository."""
+    fail_to_pass: list[str] = Field(min_length=1)
+    """Tests the bug breaks; every one must pass for the task to count as resolved."""
+    pass_to_pass: list[str] = Field(default_factory=list)
+    """Tests that pass before and after; every one must still pass."""
+
+
+class LimitsSpec(_Strict):
+    max_turns: int = Field(default=30, gt=0)
+    """Agent turns before the episode is truncated."""
+    command_timeout_s: float = Field(default=30.0, gt=0)
+    """Wall-clock limit of one agent command."""
+    grading_timeout_s: float = Field(default=120.0, gt=0)
+    """Wall-clock limit of the test run at grading."""
+
+
+class TaskDefinition(_Strict):
+    """The YAML file of one task."""
+
+    id: str
+    family: str = "default"
+    difficulty: Literal["easy", "medium", "hard"] = "medium"
+    problem_statement: str = Field(min_length=1)
+    workspace: str
+    """Folder beside the YAML file holding the repository as the agent first sees it."""
+    gold_patch: str | None = None
+    """File beside the YAML file with a diff that resolves the task (never shown to agents)."""
+    test_patch: str | None = None
+    """File beside the YAML file with the hidden tests, applied only at grading."""
+    grading: GradingSpec
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    tools: list[str] = Field(default_factory=lambda: list(TOOLS))
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_a_name(cls, value: str) -> str:
+        if not TASK_ID.match(value):
+            raise ValueError("must be letters, digits, '-', '_' or '.'")
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(TOOLS))
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; known: {list(TOOLS)}")
+        if "finish" not in value:
+            raise ValueError("'finish' is required: it is how an agent submits")
+        return value
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task. `workspace` is None when its repository is not available here
+    (a SWE-bench row without a local clone); `unavailable` then says why."""
+
+    id: str
+    problem_statement: str
+    grading: GradingSpec
+    limits: LimitsSpec = field(default_factory=LimitsSpec)
+    family: str = "default"
+    difficulty: str = "medium"
+    workspace: Path | None = None
+    gold_patch: str = ""
+    test_patch: str = ""
+    tools: tuple[str, ...] = TOOLS
+    source: str = ""
+    repo: str = ""
+    unavailable: str = ""
+
+    def test_files(self) -> list[str]:
+        """Paths the test patch touches (restored from the pristine copy before it is applied)."""
+        return patch_files(self.test_patch)
+
+
+def patch_files(patch: str) -> list[str]:
+    """Files a unified git diff touches, in order."""
+    files: list[str] = []
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            path = line.split(" b/", 1)[-1]
+            if path not in files:
+                files.append(path)
+    return files
+
+
+def _read_beside(yaml_path: Path, name: str | None, field_name: str) -> str:
+    if not name:
+        return ""
+    path = yaml_path.parent / name
+    if not path.is_file():
+        raise TaskError(f"{yaml_path}: field '{field_name}': file {path} does not exist")
+    return path.read_text()
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and validate one task YAML; errors name the file and the field."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "task.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TaskError(f"{path}: cannot read: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise TaskError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise TaskError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
+    try:
+        definition = TaskDefinition.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in exc.errors())
+        raise TaskError(f"{path}: {problems}") from None
+    workspace = path.parent / definition.workspace
+    if not workspace.is_dir():
+        raise TaskError(f"{path}: field 'workspace': folder {workspace} does not exist")
+    return Task(
+        id=definition.id,
+        problem_statement=definition.problem_statement.strip(),
+        grading=definition.grading,
+        limits=definition.limits,
+        family=definition.family,
+        difficulty=definition.difficulty,
+        workspace=workspace.resolve(),
+        gold_patch=_read_beside(path, definition.gold_patch, "gold_patch"),
+        test_patch=_read_beside(path, definition.test_patch, "test_patch"),
+        tools=tuple(definition.tools),
+        source=str(path),
+    )
+
+
+def _tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def workspace_cache_dir() -> Path:
+    return Path(os.environ.get("AGENTIC_RL_CACHE", Path(tempfile.gettempdir()) / "agentic-rl")) / "workspaces"
+
+
+def prepare_workspace(task: Task) -> Path:
+    """The task's repository as a one-commit git repo, built once and cached by content.
+
+    A single commit means no history, tags, remotes or reflog beyond the base state can
+    leak a solution to the agent.
+    """
+    if task.workspace is None:
+        raise TaskError(f"task {task.id}: workspace unavailable: {task.unavailable or 'no repository'}")
+    target = workspace_cache_dir() / f"{task.id}-{_tree_digest(task.workspace)}"
+    if (target / ".git").is_dir():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{task.id}-", dir=target.parent))
+    shutil.copytree(task.workspace, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, **GIT_ENV}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "--no-gpg-sign", "-m", "base"]):
+        result = subprocess.run(["git", *args], cwd=staging, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise TaskError(f"task {task.id}: git {args[0]} failed: {result.stderr.strip()}")
+    (staging / ".git" / "info" / "exclude").write_text(IGNORED_IN_WORKSPACE)
+    try:
+        staging.rename(target)
+    except OSError:  # another process prepared it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
