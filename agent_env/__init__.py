@@ -1,0 +1,25 @@
+"""What an agent sees and does: a text-native, Gymnasium-shaped env over a sandbox.
+
+Importing this package never imports torch, ray, docker or vllm.
+"""
+
+from agent_env.env import SYSTEM_PROMPT, ToolEnv
+from agent_env.gold import gold_actions
+from agent_env.grading import GradeResult, GradingError, grade_patch, sandbox_spec_for
+from agent_env.tools import TOOL_SCHEMAS, ToolCall, ToolCallError, format_tool_call, parse_tool_calls, tool_schemas
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "TOOL_SCHEMAS",
+    "GradeResult",
+    "GradingError",
+    "ToolCall",
+    "ToolCallError",
+    "ToolEnv",
+    "format_tool_call",
+    "gold_actions",
+    "grade_patch",
+    "parse_tool_calls",
+    "sandbox_spec_for",
+    "tool_schemas",
+]

@@ -1,0 +1,168 @@
+"""`ToolEnv`: a Gymnasium-shaped, text-native environment over a sandboxed repository.
+
+`reset()` starts a sandbox over the task's workspace and returns the issue as the first
+observation; `step(text)` parses the model's tool call(s) from `text`, runs them, and
+returns what the agent sees next. The episode ends with `terminated=True` when the agent
+calls `finish`, or `truncated=True` when the turn or time limit is hit; either way the
+final diff is graded in a fresh sandbox and the reward is 1.0 when the task is resolved.
+The rollout layer ends episodes on token limits with `truncate()`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_env.editor import ToolRunner
+from agent_env.grading import GradeResult, grade_patch, sandbox_spec_for
+from agent_env.tools import ToolCallError, parse_tool_calls, tool_schemas
+from sandboxes import Sandbox, SandboxSpec, make_sandbox
+from tasks import Task
+
+SYSTEM_PROMPT = (
+    "You are a careful software engineer. A repository is checked out at /workspace. "
+    "Investigate the issue, make the smallest change to the non-test source files that "
+    "resolves it, check your change, then call `finish`. Use exactly one tool call per reply."
+)
+USER_TEMPLATE = "<issue>\n{problem}\n</issue>\n\nThe repository is at /workspace. Resolve the issue, then call finish."
+DIFF_COMMAND = "cd {workdir} && git add -A >/dev/null 2>&1 && git diff --cached --no-color --binary {base}; git reset -q >/dev/null 2>&1"
+
+
+@dataclass
+class EpisodeStats:
+    turns: int = 0
+    format_errors: int = 0
+    tool_errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class ToolEnv:
+    """One task's episode. Not thread-safe; fork it for branches."""
+
+    def __init__(
+        self,
+        task: Task,
+        *,
+        sandbox_factory: Callable[[SandboxSpec], Sandbox] | None = None,
+        max_turns: int | None = None,
+        time_limit_s: float | None = None,
+        max_output_chars: int = 4000,
+    ) -> None:
+        self.task = task
+        self.sandbox_factory = sandbox_factory or make_sandbox
+        self.max_turns = max_turns or task.limits.max_turns
+        self.time_limit_s = time_limit_s
+        self.max_output_chars = max_output_chars
+        self.tools = tool_schemas(task.tools)
+        self.system_prompt = SYSTEM_PROMPT
+        self.sandbox: Sandbox | None = None
+        self._runner: ToolRunner | None = None
+        self._base = ""
+        self.stats = EpisodeStats()
+        self.done = False
+
+    # -- Gymnasium API ------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict[str, Any]]:
+        """Start the episode in a fresh sandbox. `seed` is recorded; the env is deterministic."""
+        self.close()
+        self.sandbox = self.sandbox_factory(sandbox_spec_for(self.task))
+        self._runner = ToolRunner(
+            self.sandbox, command_timeout=self.task.limits.command_timeout_s, max_output_chars=self.max_output_chars
+        )
+        self._base = self.sandbox.exec("git rev-parse HEAD").output.strip()
+        self.stats = EpisodeStats()
+        self.done = False
+        observation = USER_TEMPLATE.format(problem=self.task.problem_statement)
+        return observation, {
+            "task_id": self.task.id,
+            "system_prompt": self.system_prompt,
+            "tools": self.tools,
+            "seed": seed,
+        }
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self.done or self._runner is None:
+            raise RuntimeError(f"task {self.task.id}: step() called on a finished episode; call reset()")
+        self.stats.turns += 1
+        info: dict[str, Any] = {"turn": self.stats.turns}
+        try:
+            calls = parse_tool_calls(action, self.task.tools)
+        except ToolCallError as exc:
+            self.stats.format_errors += 1
+            info["format_error"] = str(exc)
+            observation, finished = f"ERROR: {exc}", False
+        else:
+            parts, finished = [], False
+            for call in calls:
+                if call.name == "finish":
+                    finished = True
+                    break
+                try:
+                    parts.append(self._runner.run(call))
+                except ToolCallError as exc:
+                    self.stats.tool_errors += 1
+                    parts.append(f"ERROR: {exc}")
+            observation = "\n\n".join(parts)
+        if finished:
+            reward, grade_info = self._finish()
+            return observation, reward, True, False, {**info, **grade_info, "end": "finish"}
+        out_of_turns = self.stats.turns >= self.max_turns
+        out_of_time = self.time_limit_s is not None and time.monotonic() - self.stats.started > self.time_limit_s
+        if out_of_turns or out_of_time:
+            reward, grade_info = self._finish()
+            end = "max_turns" if out_of_turns else "time_limit"
+            return observation, reward, False, True, {**info, **grade_info, "end": end}
+        return observation, 0.0, False, False, info
+
+    def truncate(self, reason: str = "token_limit") -> tuple[float, dict[str, Any]]:
+        """End the episode from outside (e.g. the rollout's token budget) and grade it."""
+        reward, info = self._finish()
+        return reward, {**info, "end": reason}
+
+    def fork(self) -> ToolEnv:
+        """An independent copy of this episode: forked sandbox, same turn count and undo history."""
+        if self.sandbox is None or self._runner is None:
+            raise RuntimeError(f"task {self.task.id}: fork() needs a started episode")
+        child = copy.copy(self)
+        child.sandbox = self.sandbox.fork()
+        child._runner = copy.copy(self._runner)
+        child._runner.sandbox = child.sandbox
+        child._runner._history = copy.deepcopy(self._runner._history)
+        child.stats = copy.copy(self.stats)
+        return child
+
+    def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+            self._runner = None
+
+    def __enter__(self) -> ToolEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the submission -----------------------------------------------------------------
+    def current_patch(self) -> str:
+        """The agent's changes so far as a unified diff against the base commit."""
+        assert self.sandbox is not None
+        return self.sandbox.exec(
+            DIFF_COMMAND.format(workdir=self.sandbox.spec.workdir, base=self._base), timeout=60
+        ).output
+
+    def _finish(self) -> tuple[float, dict[str, Any]]:
+        patch = self.current_patch()
+        self.done = True
+        grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory)
+        info = {
+            "patch": patch,
+            "resolved": grade.resolved,
+            "grade": grade,
+            "format_errors": self.stats.format_errors,
+            "turns": self.stats.turns,
+        }
+        return (1.0 if grade.resolved else 0.0), info

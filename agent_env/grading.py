@@ -1,0 +1,105 @@
+"""Honest grading: a patch is judged in a fresh sandbox, by the task's hidden tests.
+
+SWE-bench's contract: start from the pristine workspace, apply the agent's patch, restore
+every file the test patch touches to its pristine state (so edits to those tests are
+undone), apply the test patch, run the test command, and read per-test statuses from the
+log. Resolved means every FAIL_TO_PASS and every PASS_TO_PASS test passed; a test missing
+from the log counts as failed. A broken sandbox or a test run that times out is an
+infrastructure error (`GradingError`), never an unresolved result.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sandboxes import Sandbox, SandboxError, SandboxLimits, SandboxSpec, make_sandbox
+from tasks import Task, prepare_workspace
+from tasks.log_parsers import PASSED, log_parser
+
+AGENT_PATCH = "/tmp/grading/agent.patch"
+TEST_PATCH = "/tmp/grading/test.patch"
+
+
+class GradingError(RuntimeError):
+    """Grading could not reach a verdict (infrastructure); the message names the task."""
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    resolved: bool
+    patch_applied: bool
+    statuses: dict[str, str] = field(default_factory=dict)
+    failed: tuple[str, ...] = ()
+    """FAIL_TO_PASS / PASS_TO_PASS tests that did not pass (missing ones included)."""
+    missing: tuple[str, ...] = ()
+    """FAIL_TO_PASS / PASS_TO_PASS tests the log does not mention at all."""
+    log: str = ""
+
+
+def sandbox_spec_for(task: Task) -> SandboxSpec:
+    """The sandbox a task's agent works in: its prepared workspace at /workspace."""
+    return SandboxSpec(
+        workspace=prepare_workspace(task),
+        workdir="/workspace",
+        limits=SandboxLimits(timeout_s=task.limits.command_timeout_s),
+    )
+
+
+def _restore_test_files(task: Task) -> str:
+    lines = []
+    for path in task.test_files():
+        quoted = shlex.quote(path)
+        lines.append(
+            f"if git cat-file -e HEAD:{quoted} 2>/dev/null; then git checkout -q HEAD -- {quoted}; "
+            f"else rm -rf {quoted}; fi"
+        )
+    return "\n".join(lines)
+
+
+def grade_patch(
+    task: Task,
+    patch: str,
+    *,
+    sandbox_factory: Callable[[SandboxSpec], Sandbox] | None = None,
+) -> GradeResult:
+    """Grade `patch` (a unified diff against the task's workspace) for `task`."""
+    factory = sandbox_factory or make_sandbox
+    parser = log_parser(task.grading.log_parser, task.repo)
+    try:
+        with factory(sandbox_spec_for(task)) as sandbox:
+            if patch.strip():
+                sandbox.write_file(AGENT_PATCH, patch if patch.endswith("\n") else patch + "\n")
+                applied = sandbox.exec(
+                    f"git apply --whitespace=nowarn {AGENT_PATCH} || patch --batch --fuzz=5 -p1 -i {AGENT_PATCH}",
+                    timeout=60,
+                )
+                if applied.exit_code != 0:
+                    return GradeResult(resolved=False, patch_applied=False, log=applied.output)
+            if task.test_patch:
+                sandbox.write_file(TEST_PATCH, task.test_patch)
+                restored = sandbox.exec(
+                    f"{_restore_test_files(task)}\ngit apply --whitespace=nowarn {TEST_PATCH}", timeout=60
+                )
+                if restored.exit_code != 0:
+                    raise GradingError(
+                        f"task {task.id}: its test patch does not apply ({task.source}): {restored.output.strip()}"
+                    )
+            run = sandbox.exec(task.grading.test_command, timeout=task.limits.grading_timeout_s)
+    except SandboxError as exc:
+        raise GradingError(f"task {task.id}: sandbox failed during grading: {exc}") from exc
+    if run.timed_out:
+        raise GradingError(f"task {task.id}: test run timed out after {task.limits.grading_timeout_s} s")
+    statuses = parser(run.output)
+    wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    failed = tuple(t for t in wanted if statuses.get(t) != PASSED)
+    missing = tuple(t for t in wanted if t not in statuses)
+    return GradeResult(
+        resolved=not failed,
+        patch_applied=True,
+        statuses=statuses,
+        failed=failed,
+        missing=missing,
+        log=run.output,
+    )

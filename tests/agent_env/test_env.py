@@ -1,0 +1,82 @@
+import pytest
+
+from agent_env import ToolEnv, gold_actions
+from agent_env.tools import ToolCall, format_tool_call
+from tasks import builtin_tasks
+from tests.conftest import needs_bwrap
+
+pytestmark = needs_bwrap
+TASK = builtin_tasks()[0]
+
+
+def bash(command: str) -> str:
+    return format_tool_call(ToolCall("execute_bash", {"command": command}))
+
+
+def test_reset_shows_the_issue_and_the_tools():
+    with ToolEnv(TASK) as env:
+        observation, info = env.reset(seed=3)
+        assert TASK.problem_statement in observation
+        assert [t["function"]["name"] for t in info["tools"]] == list(TASK.tools)
+        assert info["task_id"] == TASK.id and info["seed"] == 3
+
+
+def test_gold_actions_resolve_and_terminate():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        first, second = gold_actions(TASK)
+        observation, reward, terminated, truncated, info = env.step(first)
+        assert "[exit code: 0]" in observation and reward == 0.0 and not (terminated or truncated)
+        observation, reward, terminated, truncated, info = env.step(second)
+        assert (reward, terminated, truncated) == (1.0, True, False)
+        assert info["resolved"] and info["end"] == "finish" and info["patch"].startswith("diff --git")
+
+
+def test_finishing_without_a_fix_gives_zero():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        _, reward, terminated, _, info = env.step(format_tool_call(ToolCall("finish")))
+        assert reward == 0.0 and terminated and not info["resolved"] and info["patch"] == ""
+
+
+def test_malformed_calls_are_counted_observations_not_crashes():
+    with ToolEnv(TASK, max_turns=5) as env:
+        env.reset()
+        observation, reward, terminated, truncated, info = env.step("no call here")
+        assert observation.startswith("ERROR: No tool call") and "format_error" in info
+        env.step("<tool_call>{broken</tool_call>")
+        env.step(format_tool_call(ToolCall("str_replace_editor", {"command": "view", "path": "relative"})))
+        assert env.stats.format_errors == 2 and env.stats.tool_errors == 1
+
+
+def test_turn_limit_truncates_and_grades_the_work_so_far():
+    with ToolEnv(TASK, max_turns=2) as env:
+        env.reset()
+        first, _ = gold_actions(TASK)
+        _, _, terminated, truncated, _ = env.step(first)
+        assert not (terminated or truncated)
+        _, reward, terminated, truncated, info = env.step(bash("echo still working"))
+        assert truncated and not terminated and info["end"] == "max_turns"
+        assert reward == 1.0  # the fix was already in place when the limit hit
+
+
+def test_step_after_the_end_is_an_error():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        env.step(format_tool_call(ToolCall("finish")))
+        with pytest.raises(RuntimeError, match="finished episode"):
+            env.step(bash("ls"))
+
+
+def test_fork_branches_are_independent():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        env.step(bash("echo base > marker.txt"))
+        child = env.fork()
+        try:
+            child.step(bash("echo child > marker.txt"))
+            assert env.step(bash("cat marker.txt"))[0].startswith("base")
+            assert child.step(bash("cat marker.txt"))[0].startswith("child")
+            assert child.stats.turns == 3 and env.stats.turns == 2
+        finally:
+            child.close()

@@ -1,0 +1,83 @@
+"""Grading is where reward hacking starts: each builtin task is graded for real."""
+
+from dataclasses import replace
+
+import pytest
+
+from agent_env import GradingError, grade_patch
+from tasks import builtin_tasks
+from tests.conftest import needs_bwrap
+
+pytestmark = needs_bwrap
+TASKS = builtin_tasks()
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
+def test_gold_resolves_and_empty_does_not(task):
+    gold = grade_patch(task, task.gold_patch)
+    assert gold.resolved, (task.id, gold.failed, gold.log[-2000:])
+    assert not gold.missing
+    empty = grade_patch(task, "")
+    assert not empty.resolved
+    assert set(task.grading.fail_to_pass) <= set(empty.failed)
+
+
+def _delete_patch(path: str, text: str) -> str:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines = lines[:-1]
+    body = "\n".join("-" + line for line in lines)
+    return (
+        f"diff --git a/{path} b/{path}\ndeleted file mode 100644\n--- a/{path}\n+++ /dev/null\n"
+        f"@@ -1,{len(lines)} +0,0 @@\n{body}\n"
+    )
+
+
+def test_deleting_tests_does_not_pass():
+    # A visible test file the hidden test patch does not touch (so grading won't restore it)
+    # and that holds PASS_TO_PASS tests: deleting it must fail them as missing.
+    task, path = next(
+        (t, p)
+        for t in TASKS
+        for p in sorted(t.workspace.rglob("test_*.py"))
+        if str(p.relative_to(t.workspace)) not in t.test_files()
+        and any(name.startswith(p.stem + ".") or f".{p.stem}." in name for name in t.grading.pass_to_pass)
+    )
+    patch = _delete_patch(str(path.relative_to(task.workspace)), path.read_text())
+    result = grade_patch(task, task.gold_patch + patch)
+    assert result.patch_applied and not result.resolved
+    assert result.missing  # the deleted tests are missing from the log, hence failed
+
+
+def test_editing_hidden_test_files_is_undone_before_grading():
+    task = TASKS[0]
+    # A patch that rewrites every test file the hidden test patch touches into a no-op.
+    target = task.test_files()[0]
+    existing = task.workspace / target
+    if existing.exists():
+        original = existing.read_text()
+        patch = _delete_patch(target, original)
+    else:
+        patch = (
+            f"diff --git a/{target} b/{target}\nnew file mode 100644\n--- /dev/null\n+++ b/{target}\n@@ -0,0 +1 @@\n+\n"
+        )
+    result = grade_patch(task, patch)
+    assert not result.resolved
+    assert set(task.grading.fail_to_pass) <= set(result.failed)
+
+
+def test_a_patch_that_does_not_apply_is_unresolved_not_an_error():
+    task = TASKS[0]
+    result = grade_patch(task, "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-a\n+b\n")
+    assert not result.patch_applied and not result.resolved
+
+
+def test_a_test_run_that_times_out_is_an_error_not_a_zero():
+    task = TASKS[0]
+    slow = replace(
+        task,
+        grading=task.grading.model_copy(update={"test_command": "sleep 30"}),
+        limits=task.limits.model_copy(update={"grading_timeout_s": 1}),
+    )
+    with pytest.raises(GradingError, match="timed out"):
+        grade_patch(slow, task.gold_patch)
