@@ -1,0 +1,42 @@
+from pathlib import Path
+
+import pytest
+
+from trainer.config import ConfigError, TrainConfig, load_config
+
+CONFIGS = sorted((Path(__file__).parents[2] / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    config = load_config(path)
+    assert isinstance(config, TrainConfig)
+
+
+def test_shipped_configs_include_cpu_demo_and_gpu_scale():
+    names = {p.name for p in CONFIGS}
+    assert {"train_swe.yaml", "train_swe_gpu.yaml"} <= names
+    gpu = load_config(Path(CONFIGS[0]).parent / "train_swe_gpu.yaml")
+    assert (gpu.engine, gpu.sandbox_backend) == ("vllm", "docker") and gpu.model != "tiny"
+
+
+def test_overrides_are_typed():
+    config = load_config(None, ["steps=7", "lr=3e-4", "task_ids=[a, b]", "resume=null"])
+    assert config.steps == 7 and config.lr == 3e-4 and config.task_ids == ["a", "b"] and config.resume is None
+
+
+def test_errors_name_the_file_and_field(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("steps: -1\nengine: tpu\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(path) in str(error.value) and "'steps'" in str(error.value) and "'engine'" in str(error.value)
+    with pytest.raises(ConfigError, match="unknown field 'stepz'"):
+        load_config(None, ["stepz=1"])
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(None, ["steps"])
+
+
+def test_every_field_is_documented():
+    undocumented = [name for name, field in TrainConfig.model_fields.items() if not field.description]
+    assert not undocumented

@@ -1,0 +1,85 @@
+import pytest
+import torch
+
+from trainer.learner import CheckpointError, SAOLearner, token_logprobs
+from trainer.models import ValueModel, load_policy
+from trainer.trajectory import Trajectory
+
+
+def make_trajectory(policy, reward: float, seed: int) -> Trajectory:
+    torch.manual_seed(seed)
+    prompt = torch.randint(5, 200, (6,)).tolist()
+    action = torch.randint(5, 200, (5,)).tolist()
+    obs = torch.randint(5, 200, (3,)).tolist()
+    action2 = torch.randint(5, 200, (4,)).tolist()
+    ids = torch.tensor([prompt + action + obs + action2])
+    with torch.no_grad():
+        logp = token_logprobs(policy, ids, torch.ones_like(ids))[0].tolist()
+    traj = Trajectory(task_id=f"t{seed}", reward=reward, terminated=True)
+    traj.extend(prompt, policy=False)
+    start = len(prompt)
+    traj.extend(action, policy=True, logprobs=logp[start - 1 : start - 1 + len(action)], version=0)
+    traj.extend(obs, policy=False)
+    start = len(traj)
+    traj.extend(action2, policy=True, logprobs=logp[start - 1 : start - 1 + len(action2)], version=0)
+    return traj
+
+
+@pytest.fixture
+def learner():
+    policy = load_policy("tiny", seed=0)
+    return SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, lr=1e-3, critic_lr=1e-3)
+
+
+def test_step_updates_policy_and_critic_and_bumps_version(learner):
+    trajectories = [make_trajectory(learner.policy, r, s) for s, r in enumerate([1.0, 0.0, 1.0])]
+    before_policy = [p.detach().clone() for p in learner.policy.parameters()]
+    before_head = learner.critic.head.weight.detach().clone()
+    metrics = learner.step(trajectories)
+    assert metrics["version"] == 1 == learner.version
+    assert metrics["policy_tokens"] == 27
+    # On-policy data: every ratio is 1, nothing is masked.
+    assert metrics["masked_low_fraction"] == 0 and metrics["masked_high_fraction"] == 0
+    assert abs(metrics["mean_ratio"] - 1) < 1e-4
+    assert any(not torch.equal(a, b) for a, b in zip(before_policy, learner.policy.parameters(), strict=True))
+    assert not torch.equal(before_head, learner.critic.head.weight)
+
+
+def test_critic_learns_returns(learner):
+    trajectories = [make_trajectory(learner.policy, 1.0, s) for s in range(2)]
+    losses = [learner.step(trajectories)["value_loss"] for _ in range(15)]
+    assert losses[-1] < losses[0] * 0.5
+
+
+def test_advantages_are_zero_off_policy_tokens(learner):
+    from trainer.learner import _batch
+
+    trajectories = [make_trajectory(learner.policy, 1.0, 0)]
+    batch = _batch(trajectories, 0)
+    advantages, returns = learner.advantages(trajectories, batch)
+    off = ~batch["policy_mask"]
+    assert advantages[off].abs().sum() == 0 and returns[off].abs().sum() == 0
+    # lambda = 1 for the critic and gamma = 1: every return is the final reward.
+    assert torch.allclose(returns[batch["policy_mask"]], torch.ones(9))
+
+
+def test_checkpoint_round_trip_and_corrupt_checkpoint(learner, tmp_path):
+    learner.step([make_trajectory(learner.policy, 1.0, 0)])
+    path = learner.save(tmp_path / "ckpt", extra={"step": 1})
+    policy = load_policy("tiny", seed=99)
+    other = SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0)
+    state = other.load(path)
+    assert state["step"] == 1 and other.version == 1
+    for a, b in zip(learner.policy.state_dict().values(), other.policy.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    # The exported policy folder loads with plain transformers.
+    from transformers import AutoModelForCausalLM
+
+    exported = AutoModelForCausalLM.from_pretrained(path / "policy")
+    ids = torch.tensor([[5, 6, 7]])
+    assert torch.allclose(exported(ids).logits, learner.policy(ids).logits, atol=1e-6)
+    (path / "critic.pt").write_bytes(b"garbage")
+    with pytest.raises(CheckpointError, match="ckpt"):
+        other.load(path)
+    with pytest.raises(CheckpointError, match="missing"):
+        other.load(tmp_path / "missing")

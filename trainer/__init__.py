@@ -1,0 +1,1 @@
+"""How the policy learns: algorithms, engines, rollout, learner and the training entry point."""

@@ -1,0 +1,101 @@
+"""Typed configuration of `make train-swe`: a YAML file under `configs/` plus `key=value`
+overrides from the command line. Errors name the file (or the override) and the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, protected_namespaces=())
+
+    run_name: str = "train-swe"
+    """Folder under `output_dir` for metrics and checkpoints."""
+    output_dir: str = "runs"
+    """Where runs are written."""
+    model: str = "tiny"
+    """Hugging Face model name or folder; `tiny` is the shipped randomly initialised model."""
+    seed: int = 0
+    """Seeds weights (for random init), sampling and task order."""
+    engine: Literal["hf", "vllm"] = "hf"
+    """Inference backend for rollouts: `hf` (transformers, CPU) or `vllm` (GPU)."""
+    sandbox_backend: Literal["local", "docker"] = "local"
+    """Where episodes run: `local` (bubblewrap) or `docker`."""
+    tasks: str = "builtin"
+    """`builtin`, a folder of task YAMLs, or a SWE-bench JSONL / dataset name."""
+    task_ids: list[str] = Field(default_factory=list)
+    """Only these task ids (all when empty)."""
+    steps: int = Field(default=4, gt=0)
+    """Learner steps to run."""
+    episodes_per_step: int = Field(default=3, gt=0)
+    """Episodes (one per task, SAO's single rollout per prompt) per learner step."""
+    max_turns: int = Field(default=3, gt=0)
+    """Agent turns per episode (caps each task's own limit)."""
+    max_new_tokens: int = Field(default=48, gt=0)
+    """Tokens the policy may generate in one turn."""
+    max_total_tokens: int = Field(default=2048, gt=0)
+    """Tokens (prompt, actions and observations) per episode before it is truncated."""
+    max_observation_chars: int = Field(default=2000, gt=0)
+    """Tool output kept per observation (head and tail)."""
+    temperature: float = Field(default=1.0, gt=0)
+    """Sampling temperature; the learner scores tokens at the same temperature."""
+    lr: float = Field(default=1e-6, gt=0)
+    """Policy learning rate (AdamW)."""
+    critic_lr: float = Field(default=5e-6, gt=0)
+    """Critic learning rate (SAO: 5e-6)."""
+    eps_low: float = Field(default=0.8, gt=0, le=1)
+    """SAO mask: tokens with ratio <= 1 - eps_low are dropped (coding: 0.8)."""
+    eps_high: float = Field(default=3.0, gt=0)
+    """SAO mask: tokens with ratio >= 1 + eps_high are dropped (coding: 3.0)."""
+    critic_steps: int = Field(default=2, ge=0)
+    """Critic updates per policy update (SAO: 2)."""
+    lambda_alpha: float = Field(default=1.5, gt=0)
+    """Length-adaptive GAE for the policy: lambda = 1 - 1/(alpha * length)."""
+    gamma: float = Field(default=1.0, gt=0, le=1)
+    """Discount per policy token."""
+    loss_aggregation: Literal["token_mean", "sequence_mean"] = "token_mean"
+    """How token losses are averaged over the batch."""
+    checkpoint_every: int = Field(default=0, ge=0)
+    """Save a checkpoint every N steps (0: only at the end)."""
+    resume: str | None = None
+    """Checkpoint folder to resume from."""
+
+
+def _coerce(text: str):
+    return yaml.safe_load(text) if text != "" else ""
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
+    """Load `path` (YAML) and apply `key=value` overrides (values parsed as YAML)."""
+    raw: dict = {}
+    where = "defaults"
+    if path is not None:
+        where = str(path)
+        try:
+            raw = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: expected a mapping of fields")
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r}: expected key=value")
+        if key not in TrainConfig.model_fields:
+            raise ConfigError(f"override {item!r}: unknown field {key!r}")
+        raw[key] = _coerce(value)
+    try:
+        return TrainConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"{where}: {problems}") from None

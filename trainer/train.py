@@ -1,0 +1,156 @@
+"""`make train-swe`: SAO on software-engineering tasks, end to end.
+
+    python -m trainer.train [CONFIG.yaml] [key=value ...]
+
+Each step plays one episode per task (SAO: a single rollout per prompt, no groups) in a
+sandbox, grades it with the task's hidden tests, and makes one SAO update: a policy step
+with the double-sided token mask and `critic_steps` critic steps; the new weights are then
+published to the inference engine with a version number.
+
+Where this departs from the paper: rollouts and updates alternate (synchronous); the
+asynchronous, staleness-bounded orchestrator on Ray is the next layer up and reuses these
+parts unchanged. Episodes that fail for infrastructure reasons (sandbox or grading
+errors) are counted and left out of the batch, never scored 0.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from tqdm import tqdm
+
+from agent_env import GradingError, ToolEnv
+from sandboxes import SandboxError, make_sandbox
+from tasks import Task, load_task_set
+from trainer.config import TrainConfig, load_config
+from trainer.engines import make_engine
+from trainer.learner import SAOLearner
+from trainer.models import ValueModel, load_policy, load_tokenizer
+from trainer.rollout import ChatFormat, run_episode
+from trainer.trajectory import Trajectory
+
+
+def _available(tasks: list[Task]) -> list[Task]:
+    usable = [t for t in tasks if t.workspace is not None]
+    if not usable:
+        reasons = sorted({t.unavailable for t in tasks})
+        raise SystemExit(f"no task can run on this machine: {'; '.join(reasons)}")
+    return usable
+
+
+def train(config: TrainConfig) -> Path:
+    """Run training; returns the run folder (metrics.jsonl, checkpoints/)."""
+    random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    run_dir = Path(config.output_dir) / config.run_name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+
+    tasks = _available(load_task_set(config.tasks, config.task_ids or None))
+    tokenizer = load_tokenizer(config.model)
+    chat = ChatFormat(tokenizer)
+    policy = load_policy(config.model, seed=config.seed)
+    critic = ValueModel.from_policy(policy)
+    learner = SAOLearner(
+        policy,
+        critic,
+        pad_id=tokenizer.pad_token_id,
+        lr=config.lr,
+        critic_lr=config.critic_lr,
+        eps_low=config.eps_low,
+        eps_high=config.eps_high,
+        critic_steps=config.critic_steps,
+        gamma=config.gamma,
+        lambda_alpha=config.lambda_alpha,
+        temperature=config.temperature,
+        aggregation=config.loss_aggregation,
+    )
+    start_step = 0
+    if config.resume:
+        start_step = int(learner.load(config.resume).get("step", 0))
+    engine = make_engine(config.engine, load_policy(config.model, seed=config.seed))
+    engine.load_weights(learner.engine_weights(), learner.version)
+
+    def sandbox_factory(spec):
+        return make_sandbox(spec, config.sandbox_backend)
+
+    metrics_path = run_dir / "metrics.jsonl"
+    order = random.Random(config.seed)
+    checkpoint = None
+    progress = tqdm(
+        range(start_step, config.steps), desc="train-swe", unit="step", initial=start_step, total=config.steps
+    )
+    with metrics_path.open("a") as metrics_file:
+        for step in progress:
+            started = time.monotonic()
+            picked = [
+                tasks[(step * config.episodes_per_step + i) % len(tasks)] for i in range(config.episodes_per_step)
+            ]
+            order.shuffle(picked)
+            trajectories: list[Trajectory] = []
+            infra_errors = 0
+            for index, task in enumerate(picked):
+                env = ToolEnv(
+                    task,
+                    sandbox_factory=sandbox_factory,
+                    max_turns=min(config.max_turns, task.limits.max_turns),
+                    max_output_chars=config.max_observation_chars,
+                )
+                try:
+                    trajectories.append(
+                        run_episode(
+                            env,
+                            engine,
+                            chat,
+                            max_new_tokens=config.max_new_tokens,
+                            max_total_tokens=config.max_total_tokens,
+                            temperature=config.temperature,
+                            seed=config.seed * 1_000_003 + step * 1000 + index,
+                        )
+                    )
+                except (SandboxError, GradingError) as exc:
+                    infra_errors += 1
+                    tqdm.write(f"step {step}: episode of {task.id} dropped (infrastructure): {exc}")
+            rollout_seconds = time.monotonic() - started
+            record: dict = {"step": step + 1, "episodes": len(trajectories), "infra_errors": infra_errors}
+            if trajectories:
+                record.update(learner.step(trajectories))
+                engine.load_weights(learner.engine_weights(), learner.version)
+                rewards = [t.reward for t in trajectories]
+                record.update(
+                    reward_mean=sum(rewards) / len(rewards),
+                    success_rate=sum(t.info["resolved"] for t in trajectories) / len(trajectories),
+                    turns_mean=sum(t.info["turns"] for t in trajectories) / len(trajectories),
+                    format_errors=sum(t.info["format_errors"] for t in trajectories),
+                    tokens=sum(len(t) for t in trajectories),
+                )
+            record.update(rollout_seconds=round(rollout_seconds, 3), step_seconds=round(time.monotonic() - started, 3))
+            metrics_file.write(json.dumps(record) + "\n")
+            metrics_file.flush()
+            progress.set_postfix(
+                reward=f"{record.get('reward_mean', 0.0):.2f}", vloss=f"{record.get('value_loss', 0.0):.3f}"
+            )
+            last = step + 1 == config.steps
+            if last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
+                checkpoint = learner.save(
+                    run_dir / "checkpoints" / f"step_{step + 1:06d}", extra={"step": step + 1}, tokenizer=tokenizer
+                )
+    print(f"run folder: {run_dir}  metrics: {metrics_path}  checkpoint: {checkpoint}")
+    return run_dir
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    path = argv[0] if argv and "=" not in argv[0] else None
+    overrides = argv[1:] if path else argv
+    train(load_config(path, overrides))
+
+
+if __name__ == "__main__":
+    main()
