@@ -1,0 +1,34 @@
+"""Shared helpers for benchmarks: percentiles, the table, the JSON file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no samples")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def arguments(name: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}")
+    parser.add_argument("--json", type=Path, default=RESULTS / f"{name}.json", help="where to write the figures")
+    return parser.parse_args()
+
+
+def report(name: str, figures: dict[str, float], path: Path) -> None:
+    width = max(len(k) for k in figures)
+    print(f"{name}\n" + "-" * (width + 16))
+    for key, value in figures.items():
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        print(f"{key:<{width}}  {shown:>12}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"written: {path}")

@@ -1,0 +1,1 @@
+"""How well it does: SWE-bench-style evaluation runs, grading and reports."""
