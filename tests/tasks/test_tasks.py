@@ -144,3 +144,9 @@ def test_swebench_loader_filters_and_reports_bad_rows(tmp_path):
 def test_load_task_set_dispatches_by_source():
     assert [t.id for t in load_task_set("builtin")] == [t.id for t in builtin_tasks()]
     assert len(load_task_set(str(FIXTURES / "swebench_verified_sample.jsonl"))) == 4
+
+
+def test_readme_lists_every_builtin_task():
+    readme = (Path(__file__).parents[2] / "tasks" / "README.md").read_text()
+    missing = [t.id for t in builtin_tasks() if f"`{t.id}`" not in readme]
+    assert not missing

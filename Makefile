@@ -1,0 +1,45 @@
+# Every target sets itself up: a fresh machine with Python 3.11 needs nothing else.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+STAMP := $(VENV)/.installed
+CONFIG ?= configs/train_swe.yaml
+MODEL ?= tiny
+ENGINE ?= hf
+DATASET ?= builtin
+INSTANCES ?=
+OUTPUT ?= runs/eval-swe
+ARGS ?=
+
+.PHONY: setup test lint train-swe eval-swe bench gpu-check clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v bwrap >/dev/null || { echo "installing bubblewrap (sandboxes' local backend)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[dev,docker,swebench]"
+	@touch $(STAMP)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup lint
+	$(PY) -m pytest -n 2 $(ARGS)
+
+train-swe: setup
+	$(PY) -m trainer.train $(CONFIG) $(ARGS)
+
+eval-swe: setup
+	$(PY) -m evals.swe --model $(MODEL) --engine $(ENGINE) --dataset $(DATASET) \
+	  --instances "$(INSTANCES)" --output $(OUTPUT) $(ARGS)
+
+bench: setup
+	$(PY) -m bench.sandbox
+
+clean:
+	rm -rf runs bench/results .pytest_cache

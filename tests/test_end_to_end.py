@@ -1,0 +1,66 @@
+"""The user flows end to end: a few training steps, then an evaluation of the checkpoint."""
+
+import json
+
+from evals.swe import evaluate
+from tests.conftest import needs_bwrap
+from trainer.config import load_config
+from trainer.train import train
+
+
+@needs_bwrap
+def test_train_then_evaluate_the_checkpoint(tmp_path):
+    config = load_config(
+        None,
+        [
+            f"output_dir={tmp_path}",
+            "run_name=e2e",
+            "steps=2",
+            "episodes_per_step=2",
+            "max_turns=2",
+            "max_new_tokens=16",
+            "lr=1e-4",
+            "critic_lr=1e-4",
+        ],
+    )
+    run_dir = train(config)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        assert record["episodes"] == 2 and record["infra_errors"] == 0
+        assert 0.0 <= record["success_rate"] <= 1.0 and record["policy_tokens"] > 0
+        assert {"policy_loss", "value_loss", "masked_low_fraction", "masked_high_fraction"} <= set(record)
+    checkpoint = run_dir / "checkpoints" / "step_000002"
+    assert json.loads((checkpoint / "state.json").read_text()) == {"version": 2, "step": 2}
+
+    from tasks import builtin_tasks
+
+    first = builtin_tasks()[0].id
+    summary = evaluate(
+        model=str(checkpoint / "policy"),
+        dataset="builtin",
+        output=tmp_path / "eval",
+        instances=[first],
+        max_turns=2,
+        max_new_tokens=16,
+    )
+    assert summary["instances"] == 1 and summary["error"] == 0
+    prediction = json.loads((tmp_path / "eval" / "predictions.jsonl").read_text())
+    assert prediction["instance_id"] == first and prediction["model_name_or_path"].endswith("policy")
+
+    # Resuming from the checkpoint continues the step count.
+    resumed = load_config(
+        None,
+        [
+            f"output_dir={tmp_path}",
+            "run_name=e2e",
+            "steps=3",
+            "episodes_per_step=1",
+            "max_turns=1",
+            "max_new_tokens=8",
+            f"resume={checkpoint}",
+        ],
+    )
+    train(resumed)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3] and records[-1]["version"] == 3
