@@ -3,6 +3,7 @@
 Importing this package never imports torch, ray, docker or vllm.
 """
 
+from agent_env.checker import EnvCheckError, check_env
 from agent_env.env import SYSTEM_PROMPT, ToolEnv
 from agent_env.gold import gold_actions
 from agent_env.grading import GradeResult, GradingError, grade_patch, sandbox_spec_for
@@ -11,11 +12,13 @@ from agent_env.tools import TOOL_SCHEMAS, ToolCall, ToolCallError, format_tool_c
 __all__ = [
     "SYSTEM_PROMPT",
     "TOOL_SCHEMAS",
+    "EnvCheckError",
     "GradeResult",
     "GradingError",
     "ToolCall",
     "ToolCallError",
     "ToolEnv",
+    "check_env",
     "format_tool_call",
     "gold_actions",
     "grade_patch",

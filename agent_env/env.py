@@ -63,6 +63,8 @@ class ToolEnv:
         self._base = ""
         self.stats = EpisodeStats()
         self.done = False
+        self.transcript: list[dict[str, Any]] = []
+        """Everything the agent saw and sent, as chat messages (observations as the agent saw them)."""
 
     # -- Gymnasium API ------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict[str, Any]]:
@@ -76,6 +78,10 @@ class ToolEnv:
         self.stats = EpisodeStats()
         self.done = False
         observation = USER_TEMPLATE.format(problem=self.task.problem_statement)
+        self.transcript = [
+            {"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": observation},
+        ]
         return observation, {
             "task_id": self.task.id,
             "system_prompt": self.system_prompt,
@@ -83,10 +89,13 @@ class ToolEnv:
             "seed": seed,
         }
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str | dict) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One agent turn. `action` is the model's text (Hermes `<tool_call>` form) or an
+        OpenAI-style assistant message with `tool_calls`."""
         if self.done or self._runner is None:
             raise RuntimeError(f"task {self.task.id}: step() called on a finished episode; call reset()")
         self.stats.turns += 1
+        self.transcript.append({"role": "assistant", "content": action})
         info: dict[str, Any] = {"turn": self.stats.turns}
         try:
             calls = parse_tool_calls(action, self.task.tools)
@@ -106,6 +115,7 @@ class ToolEnv:
                     self.stats.tool_errors += 1
                     parts.append(f"ERROR: {exc}")
             observation = "\n\n".join(parts)
+        self.transcript.append({"role": "tool", "content": observation})
         if finished:
             reward, grade_info = self._finish()
             return observation, reward, True, False, {**info, **grade_info, "end": "finish"}
@@ -132,6 +142,7 @@ class ToolEnv:
         child._runner.sandbox = child.sandbox
         child._runner._history = copy.deepcopy(self._runner._history)
         child.stats = copy.copy(self.stats)
+        child.transcript = copy.deepcopy(self.transcript)
         return child
 
     def close(self) -> None:

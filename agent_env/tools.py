@@ -107,14 +107,47 @@ class ToolCall:
 _TOOL_CALL = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
 
 
-def parse_tool_calls(text: str, allowed: tuple[str, ...] | list[str]) -> list[ToolCall]:
-    """Tool calls in Qwen/Hermes form: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
+def _call_from(name: object, arguments: object, allowed: tuple[str, ...] | list[str]) -> ToolCall:
+    if not isinstance(name, str):
+        raise ToolCallError('A tool call must be a JSON object with a "name" string.')
+    if isinstance(arguments, str):  # OpenAI sends arguments as a JSON string; some models do too
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            raise ToolCallError('"arguments" must be a JSON object.') from None
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolCallError('"arguments" must be a JSON object.')
+    if name not in allowed:
+        raise ToolCallError(f"Unknown tool {name!r}; available: {', '.join(allowed)}.")
+    return ToolCall(name, arguments)
 
-    An unclosed final `<tool_call>` is accepted (generation may stop on the closing tag).
+
+def parse_tool_calls(action: str | dict, allowed: tuple[str, ...] | list[str]) -> list[ToolCall]:
+    """Tool calls from a model's action, in either of the two forms models use.
+
+    - Text in Qwen/Hermes form: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`.
+      An unclosed final `<tool_call>` is accepted (generation may stop on the closing tag).
+    - An OpenAI-style assistant message: `{"content": ..., "tool_calls": [{"type": "function",
+      "function": {"name": ..., "arguments": "<json>"}}]}`; without `tool_calls`, its
+      `content` is parsed as text.
+
     Raises `ToolCallError` with a message meant for the model when there is no call, the
     JSON is malformed, or the tool is unknown.
     """
-    bodies = _TOOL_CALL.findall(text)
+    if isinstance(action, dict):
+        tool_calls = action.get("tool_calls") or []
+        if not tool_calls:
+            return parse_tool_calls(action.get("content") or "", allowed)
+        calls = []
+        for item in tool_calls:
+            function = item.get("function") if isinstance(item, dict) else None
+            if not isinstance(function, dict):
+                raise ToolCallError('Each entry of "tool_calls" needs a "function" object.')
+            calls.append(_call_from(function.get("name"), function.get("arguments"), allowed))
+        return calls
+    bodies = _TOOL_CALL.findall(action)
     if not bodies:
         raise ToolCallError(
             "No tool call found. Reply with exactly one call in the form "
@@ -126,19 +159,9 @@ def parse_tool_calls(text: str, allowed: tuple[str, ...] | list[str]) -> list[To
             payload = json.loads(body.strip())
         except json.JSONDecodeError as exc:
             raise ToolCallError(f"The tool call is not valid JSON ({exc.msg} at char {exc.pos}).") from None
-        if not isinstance(payload, dict) or not isinstance(payload.get("name"), str):
+        if not isinstance(payload, dict):
             raise ToolCallError('A tool call must be a JSON object with a "name" string.')
-        arguments = payload.get("arguments", {})
-        if isinstance(arguments, str):  # some models emit arguments as a JSON string
-            try:
-                arguments = json.loads(arguments)
-            except json.JSONDecodeError:
-                raise ToolCallError('"arguments" must be a JSON object.') from None
-        if not isinstance(arguments, dict):
-            raise ToolCallError('"arguments" must be a JSON object.')
-        if payload["name"] not in allowed:
-            raise ToolCallError(f"Unknown tool {payload['name']!r}; available: {', '.join(allowed)}.")
-        calls.append(ToolCall(payload["name"], arguments))
+        calls.append(_call_from(payload.get("name"), payload.get("arguments", {}), allowed))
     return calls
 
 

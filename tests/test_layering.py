@@ -32,7 +32,8 @@ def test_importing_env_and_sandboxes_imports_nothing_heavy():
 def test_no_layer_imports_a_higher_one(package):
     offenders = []
     for path in (ROOT / package).rglob("*.py"):
-        if "builtin" in path.parts:
+        # Task data, and command-line entry points, which compose layers by design.
+        if "builtin" in path.parts or path.name == "__main__.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = []

@@ -1,6 +1,6 @@
 import pytest
 
-from agent_env import ToolEnv, gold_actions
+from agent_env import EnvCheckError, ToolEnv, check_env, gold_actions
 from agent_env.tools import ToolCall, format_tool_call
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
@@ -80,3 +80,37 @@ def test_fork_branches_are_independent():
             assert child.stats.turns == 3 and env.stats.turns == 2
         finally:
             child.close()
+
+
+def test_tool_env_passes_the_conformance_check():
+    check_env(lambda: ToolEnv(TASK, max_turns=3))
+
+
+def test_the_conformance_check_catches_a_broken_env():
+    class NeverTruncates(ToolEnv):
+        def step(self, action):
+            observation, reward, terminated, truncated, info = super().step(action)
+            return observation, reward, terminated, False, info
+
+    with pytest.raises(EnvCheckError, match="turn limit"):
+        check_env(lambda: NeverTruncates(TASK, max_turns=4), max_turn_check=6)
+
+
+def test_transcript_records_what_the_agent_saw():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        env.step(bash("echo visible"))
+        roles = [m["role"] for m in env.transcript]
+        assert roles == ["system", "user", "assistant", "tool"]
+        assert env.transcript[-1]["content"].startswith("visible")
+
+
+def test_openai_style_actions_are_accepted():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        message = {
+            "tool_calls": [
+                {"type": "function", "function": {"name": "execute_bash", "arguments": '{"command": "echo hi"}'}}
+            ]
+        }
+        assert env.step(message)[0].startswith("hi")

@@ -87,3 +87,22 @@ def test_editor_commands_against_a_real_sandbox(tmp_path):
             edit(command="view", path="/workspace/missing.py")
         bash = runner.run(ToolCall("execute_bash", {"command": "echo hi; exit 4"}))
         assert bash == "hi\n[exit code: 4]"
+
+
+def test_parse_openai_style_messages():
+    message = {
+        "content": None,
+        "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "execute_bash", "arguments": '{"command": "ls"}'}},
+            {"id": "2", "type": "function", "function": {"name": "finish", "arguments": ""}},
+        ],
+    }
+    assert parse_tool_calls(message, ALL) == [ToolCall("execute_bash", {"command": "ls"}), ToolCall("finish", {})]
+    text_only = {"content": format_tool_call(ToolCall("finish"))}
+    assert parse_tool_calls(text_only, ALL) == [ToolCall("finish", {})]
+    with pytest.raises(ToolCallError, match="No tool call"):
+        parse_tool_calls({"content": "thinking"}, ALL)
+    with pytest.raises(ToolCallError, match='"function"'):
+        parse_tool_calls({"tool_calls": [{"type": "function"}]}, ALL)
+    with pytest.raises(ToolCallError, match="Unknown tool"):
+        parse_tool_calls({"tool_calls": [{"function": {"name": "nope", "arguments": "{}"}}]}, ALL)
