@@ -31,7 +31,7 @@ def test_train_then_evaluate_the_checkpoint(tmp_path):
         assert 0.0 <= record["success_rate"] <= 1.0 and record["policy_tokens"] > 0
         assert {"policy_loss", "value_loss", "masked_low_fraction", "masked_high_fraction"} <= set(record)
     checkpoint = run_dir / "checkpoints" / "step_000002"
-    assert json.loads((checkpoint / "state.json").read_text()) == {"version": 2, "step": 2}
+    assert json.loads((checkpoint / "state.json").read_text()) == {"version": 2, "skipped_steps": 0, "step": 2}
 
     from tasks import builtin_tasks
 

@@ -3,8 +3,17 @@
 One `step(trajectories)`: values from the critic (no grad) -> skip-observation GAE per
 trajectory (length-adaptive lambda for the policy, lambda = 1 for the critic) -> one
 policy update with SAO's double-sided masked loss -> `critic_steps` critic updates
-(SAO: K = 2) -> version + 1. Runs in one process; the FSDP2 learner group is the next step
-up and keeps this interface.
+(SAO: K = 2) -> version + 1.
+
+Scale: launched by `torchrun`, each rank takes every world-size-th trajectory, the models
+are FSDP2-sharded (`trainer.distributed`), and gradients are averaged across ranks. On
+each rank, trajectories are packed into micro-batches by a token budget (longest first)
+and gradients accumulate over them; every micro-batch's loss is weighted so the sum is
+exactly the loss over the whole global batch. Ranks run the same number of micro-batches
+(padding with empty ones) because each FSDP forward is a collective.
+
+Guards: a non-finite loss or gradient norm skips the step on every rank, is counted, and
+after `max_bad_steps` in a row raises `NonFiniteError`.
 """
 
 from __future__ import annotations
@@ -12,42 +21,70 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
+import warnings
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from trainer import distributed
 from trainer.algorithms import gae, length_adaptive_lambda, sao_policy_loss, value_loss
 from trainer.models import ValueModel
 from trainer.trajectory import Trajectory
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint is missing or unreadable; the message names the file."""
+    """A checkpoint is missing or unreadable; the message names the folder."""
 
 
-def _batch(trajectories: list[Trajectory], pad_id: int) -> dict[str, torch.Tensor]:
+class NonFiniteError(RuntimeError):
+    """Too many consecutive steps had a non-finite loss or gradient norm."""
+
+
+def pack_by_tokens(lengths: list[int], budget: int) -> list[list[int]]:
+    """Group sequence indices into micro-batches whose padded size (longest x count) fits
+    `budget` tokens, longest first. A sequence longer than the budget gets its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        if batches and lengths[batches[-1][0]] * (len(batches[-1]) + 1) <= budget:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def _batch(trajectories: list[Trajectory], pad_id: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
     """Right-padded [B, T] tensors; per-token fields are shifted to align with targets."""
     length = max(len(t) for t in trajectories)
-    batch = len(trajectories)
-    input_ids = torch.full((batch, length), pad_id, dtype=torch.long)
-    attention = torch.zeros((batch, length), dtype=torch.long)
-    policy = torch.zeros((batch, length), dtype=torch.bool)
-    rollout_logp = torch.zeros((batch, length), dtype=torch.float32)
+    size = len(trajectories)
+    input_ids = torch.full((size, length), pad_id, dtype=torch.long)
+    attention = torch.zeros((size, length), dtype=torch.long)
+    policy = torch.zeros((size, length), dtype=torch.bool)
+    rollout_logp = torch.zeros((size, length), dtype=torch.float32)
     for row, traj in enumerate(trajectories):
         n = len(traj)
         input_ids[row, :n] = torch.tensor(traj.token_ids)
         attention[row, :n] = 1
         policy[row, :n] = torch.tensor(traj.policy_mask)
         rollout_logp[row, :n] = torch.tensor(traj.logprobs)
-    return {
+    batch = {
         "input_ids": input_ids,
         "attention_mask": attention,
         # Token t+1 is predicted at position t: everything below is indexed by target.
-        "targets": input_ids[:, 1:],
         "policy_mask": policy[:, 1:],
         "rollout_logp": rollout_logp[:, 1:],
+    }
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def _empty_batch(pad_id: int, device) -> dict[str, torch.Tensor]:
+    """A two-token micro-batch with no policy token: keeps ranks' collectives in step."""
+    return {
+        "input_ids": torch.full((1, 2), pad_id, dtype=torch.long, device=device),
+        "attention_mask": torch.ones((1, 2), dtype=torch.long, device=device),
+        "policy_mask": torch.zeros((1, 1), dtype=torch.bool, device=device),
+        "rollout_logp": torch.zeros((1, 1), device=device),
     }
 
 
@@ -78,8 +115,29 @@ class SAOLearner:
         temperature: float = 1.0,
         max_grad_norm: float = 1.0,
         aggregation: str = "token_mean",
+        token_budget: int = 16384,
+        mesh=None,
+        bf16: bool = False,
+        activation_checkpointing: bool = False,
+        max_bad_steps: int = 3,
     ) -> None:
-        self.policy, self.critic = policy.train(), critic.train()
+        if aggregation not in ("token_mean", "sequence_mean"):
+            raise ValueError(f"unknown loss aggregation {aggregation!r}; use token_mean or sequence_mean")
+        if activation_checkpointing:
+            for model in (policy, critic.backbone):
+                # transformers 5 renamed the switch; 4.x only has the old name.
+                if hasattr(model, "activation_checkpointing_enable"):
+                    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+                else:
+                    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if mesh is not None and torch.cuda.is_available()
+            else torch.device("cpu")
+        )
+        self.policy = distributed.shard(policy.to(self.device), mesh, bf16=bf16).train()
+        self.critic = distributed.shard(critic.to(self.device), mesh, bf16=bf16).train()
+        self.sharded = mesh is not None
         self.pad_id = pad_id
         self.eps_low, self.eps_high = eps_low, eps_high
         self.critic_steps = critic_steps
@@ -87,10 +145,42 @@ class SAOLearner:
         self.temperature = temperature
         self.max_grad_norm = max_grad_norm
         self.aggregation = aggregation
-        self.policy_optimizer = torch.optim.AdamW(policy.parameters(), lr=lr)
-        self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=critic_lr)
+        self.token_budget = token_budget
+        self.max_bad_steps = max_bad_steps
+        self.policy_optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=critic_lr)
         self.version = 0
+        self.skipped_steps = 0
+        self._bad_in_a_row = 0
 
+    # -- batching -------------------------------------------------------------------------
+    def _prepare(
+        self, trajectories: list[Trajectory]
+    ) -> tuple[list[tuple[list[Trajectory], dict]], tuple[float, float]]:
+        """This rank's share, packed by token budget and padded to the ranks' common count,
+        and the global (policy tokens, sequences with policy tokens) the losses average over."""
+        local = trajectories[distributed.rank() :: distributed.world_size()]
+        groups = [[local[i] for i in g] for g in pack_by_tokens([len(t) for t in local], self.token_budget)]
+        batches = [(g, _batch(g, self.pad_id, self.device)) for g in groups]
+        count = int(distributed.all_reduce(len(batches), "max"))
+        batches += [([], _empty_batch(self.pad_id, self.device))] * (count - len(batches))
+        totals = (
+            distributed.all_reduce(sum(t.num_policy_tokens for t in local)),
+            distributed.all_reduce(sum(1 for t in local if t.num_policy_tokens)),
+        )
+        return batches, totals
+
+    def _weight(self, batch: dict, totals: tuple[float, float]) -> float:
+        """This micro-batch's share of the global loss. FSDP averages gradients over ranks,
+        so shares are scaled by the world size to make the result the global mean."""
+        tokens, sequences = totals
+        if self.aggregation == "token_mean":
+            share = float(batch["policy_mask"].sum()) / max(tokens, 1.0)
+        else:
+            share = float((batch["policy_mask"].sum(-1) > 0).sum()) / max(sequences, 1.0)
+        return share * distributed.world_size()
+
+    # -- advantages -----------------------------------------------------------------------
     def advantages(
         self, trajectories: list[Trajectory], batch: dict[str, torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -107,103 +197,202 @@ class SAOLearner:
             positions = batch["policy_mask"][row].nonzero().squeeze(-1)
             if positions.numel() == 0:
                 continue
-            token_values = values[row, positions]
+            token_values = values[row, positions].cpu()
             rewards = torch.zeros_like(token_values)
             rewards[-1] = traj.reward
             lam = length_adaptive_lambda(positions.numel(), self.lambda_alpha)
-            advantages[row, positions], _ = gae(rewards, token_values, self.gamma, lam)
-            _, returns[row, positions] = gae(rewards, token_values, self.gamma, self.critic_lambda)
+            advantages[row, positions] = gae(rewards, token_values, self.gamma, lam)[0].to(values.device)
+            returns[row, positions] = gae(rewards, token_values, self.gamma, self.critic_lambda)[1].to(values.device)
         return advantages, returns
+
+    # -- one update -----------------------------------------------------------------------
+    def _apply(self, model: nn.Module, optimizer: torch.optim.Optimizer, losses_finite: bool) -> tuple[float, bool]:
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.max_grad_norm)
+        grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
+        finite = losses_finite and bool(torch.isfinite(torch.tensor(grad_norm)))
+        finite = distributed.all_reduce(0.0 if finite else 1.0, "max") == 0.0
+        if finite:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return grad_norm, finite
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
         if not trajectories:
             raise ValueError("learner step needs at least one trajectory")
-        batch = _batch(trajectories, self.pad_id)
-        mask = batch["policy_mask"]
-        advantages, returns = self.advantages(trajectories, batch)
+        micro_batches, totals = self._prepare(trajectories)
+        # Empty micro-batches run the critic too: under FSDP every forward is a collective.
+        targets = [(batch, *self.advantages(group, batch)) for group, batch in micro_batches]
 
-        logp = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], self.temperature)
-        loss, stats = sao_policy_loss(
-            logp, batch["rollout_logp"], advantages, mask, self.eps_low, self.eps_high, self.aggregation
-        )
-        self.policy_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
-        self.policy_optimizer.step()
+        # Policy: one step, gradients accumulated over micro-batches.
+        stats_sum = {"masked_low_fraction": 0.0, "masked_high_fraction": 0.0, "mean_ratio": 0.0}
+        policy_loss, finite = 0.0, True
+        for batch, advantages, _ in targets:
+            logp = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], self.temperature)
+            loss, stats = sao_policy_loss(
+                logp,
+                batch["rollout_logp"],
+                advantages,
+                batch["policy_mask"],
+                self.eps_low,
+                self.eps_high,
+                self.aggregation,
+            )
+            weight = self._weight(batch, totals)
+            (loss * weight).backward()
+            finite = finite and bool(torch.isfinite(loss))
+            policy_loss += float(loss.detach()) * weight / distributed.world_size()
+            tokens = float(batch["policy_mask"].sum())
+            for key in stats_sum:
+                stats_sum[key] += getattr(stats, key) * tokens
+        grad_norm, policy_ok = self._apply(self.policy, self.policy_optimizer, finite)
 
+        # Critic: K steps toward the returns computed before any update.
         critic_losses = []
         for _ in range(self.critic_steps):
-            values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
-            critic_loss = value_loss(values, returns, mask, self.aggregation)
-            self.critic_optimizer.zero_grad(set_to_none=True)
-            critic_loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.critic.parameters(), self.max_grad_norm)
-            self.critic_optimizer.step()
-            critic_losses.append(critic_loss.item())
+            total, finite = 0.0, True
+            for batch, _, returns in targets:
+                values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
+                loss = value_loss(values, returns, batch["policy_mask"], self.aggregation)
+                weight = self._weight(batch, totals)
+                (loss * weight).backward()
+                finite = finite and bool(torch.isfinite(loss))
+                total += float(loss.detach()) * weight / distributed.world_size()
+            _, critic_ok = self._apply(self.critic, self.critic_optimizer, finite)
+            critic_losses.append(distributed.all_reduce(total))
+            policy_ok = policy_ok and critic_ok
 
-        self.version += 1
-        n = mask.sum().clamp(min=1)
+        if policy_ok:
+            self._bad_in_a_row = 0
+            self.version += 1
+        else:
+            self.skipped_steps += 1
+            self._bad_in_a_row += 1
+            if self._bad_in_a_row >= self.max_bad_steps:
+                raise NonFiniteError(f"{self._bad_in_a_row} learner steps in a row had a non-finite loss or gradient")
+        tokens = max(totals[0], 1.0)
         return {
-            "policy_loss": loss.item(),
+            "policy_loss": distributed.all_reduce(policy_loss),
             "value_loss": critic_losses[-1] if critic_losses else 0.0,
-            "grad_norm": float(grad_norm),
-            "masked_low_fraction": stats.masked_low_fraction,
-            "masked_high_fraction": stats.masked_high_fraction,
-            "mean_ratio": stats.mean_ratio,
-            "advantage_mean": float((advantages * mask).sum() / n),
-            "policy_tokens": int(mask.sum()),
+            "grad_norm": grad_norm,
+            **{k: distributed.all_reduce(v) / tokens for k, v in stats_sum.items()},
+            "policy_tokens": int(totals[0]),
+            "micro_batches": len(micro_batches),
+            "skipped_steps": self.skipped_steps,
             "version": self.version,
         }
 
+    def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
+        """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen)."""
+        saved, self.critic_steps = self.critic_steps, 1
+        losses = []
+        try:
+            micro_batches, totals = self._prepare(trajectories)
+            for _ in range(steps):
+                total, finite = 0.0, True
+                for group, batch in micro_batches:
+                    returns = self.advantages(group, batch)[1]
+                    values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
+                    loss = value_loss(values, returns, batch["policy_mask"], self.aggregation)
+                    weight = self._weight(batch, totals)
+                    (loss * weight).backward()
+                    finite = finite and bool(torch.isfinite(loss))
+                    total += float(loss.detach()) * weight / distributed.world_size()
+                self._apply(self.critic, self.critic_optimizer, finite)
+                losses.append(distributed.all_reduce(total))
+        finally:
+            self.critic_steps = saved
+        return losses
+
+    # -- weights for the engines ------------------------------------------------------------
+    def full_policy_state(self) -> dict[str, torch.Tensor]:
+        """The policy's full (unsharded) weights on CPU; gathered on every rank."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(self.policy, options=options)
+        return {k: v.detach().clone() if v.device.type == "cpu" else v.detach().cpu() for k, v in state.items()}
+
     def engine_weights(self) -> dict[str, torch.Tensor]:
-        return {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+        return self.full_policy_state()
 
     # -- checkpoints ----------------------------------------------------------------------
+    def _state(self) -> dict:
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        policy, policy_optim = get_state_dict(self.policy, self.policy_optimizer)
+        critic, critic_optim = get_state_dict(self.critic, self.critic_optimizer)
+        return {"policy": policy, "policy_optim": policy_optim, "critic": critic, "critic_optim": critic_optim}
+
     def save(self, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
         """Write a checkpoint atomically: a complete folder appears, or nothing does.
 
-        The policy is saved as a Hugging Face folder (safetensors) that transformers loads
-        directly; critic and optimizers as torch state dicts; counters as JSON.
+        `dcp/` holds the sharded training state (torch.distributed.checkpoint: loads on any
+        number of ranks); `policy/` the policy as a Hugging Face folder (safetensors) that
+        transformers and vLLM load directly; `state.json` the counters.
         """
+        import torch.distributed.checkpoint as dcp
+
         directory = Path(directory)
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
-        try:
-            self.policy.save_pretrained(staging / "policy", safe_serialization=True)
+        staging = directory.parent / f".{directory.name}.partial"
+        if distributed.rank() == 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging.mkdir(parents=True)
+        distributed.barrier()
+        with warnings.catch_warnings():  # single-process saves are intended, not a mistake
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.save(self._state(), checkpoint_id=str(staging / "dcp"))
+        full = self.full_policy_state()
+        if distributed.rank() == 0:
+            # A plain copy writes the export: a sharded module's own save_pretrained would
+            # reach for its sharded parameters.
+            from transformers import AutoModelForCausalLM
+
+            plain = AutoModelForCausalLM.from_config(self.policy.config)
+            plain.load_state_dict(full)
+            plain.save_pretrained(staging / "policy", safe_serialization=True)
             if tokenizer is not None:
                 tokenizer.save_pretrained(staging / "policy")
-            torch.save(self.critic.state_dict(), staging / "critic.pt")
-            torch.save(
-                {"policy": self.policy_optimizer.state_dict(), "critic": self.critic_optimizer.state_dict()},
-                staging / "optimizers.pt",
-            )
-            (staging / "state.json").write_text(json.dumps({"version": self.version, **(extra or {})}, indent=2))
+            state = {"version": self.version, "skipped_steps": self.skipped_steps, **(extra or {})}
+            (staging / "state.json").write_text(json.dumps(state, indent=2))
             if directory.exists():
-                shutil.rmtree(directory)
-            os.replace(staging, directory)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+                trash = directory.parent / f".{directory.name}.old"
+                shutil.rmtree(trash, ignore_errors=True)
+                os.replace(directory, trash)
+                os.replace(staging, directory)
+                shutil.rmtree(trash, ignore_errors=True)
+            else:
+                os.replace(staging, directory)
+        distributed.barrier()
         return directory
 
     def load(self, directory: str | Path) -> dict:
-        """Restore weights, optimizers and counters from `save`; returns the saved state."""
-        from safetensors.torch import load_file
+        """Restore weights, optimizers and counters from `save` (on any number of ranks)."""
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import set_state_dict
 
+        # DCP reports read failures as CheckpointException, a BaseException.
+        failures = (Exception, dcp.CheckpointException)
         directory = Path(directory)
         try:
             state = json.loads((directory / "state.json").read_text())
-            weights = load_file(str(directory / "policy" / "model.safetensors"))
-            missing, unexpected = self.policy.load_state_dict(weights, strict=False)
-            if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
-                raise CheckpointError(f"{directory / 'policy'}: weights do not match the model")
-            self.critic.load_state_dict(torch.load(directory / "critic.pt", weights_only=True))
-            optimizers = torch.load(directory / "optimizers.pt", weights_only=True)
-            self.policy_optimizer.load_state_dict(optimizers["policy"])
-            self.critic_optimizer.load_state_dict(optimizers["critic"])
-        except CheckpointError:
-            raise
-        except Exception as exc:  # a torn or foreign checkpoint: say which one
+            training = self._state()
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+                dcp.load(training, checkpoint_id=str(directory / "dcp"))
+            set_state_dict(
+                self.policy,
+                self.policy_optimizer,
+                model_state_dict=training["policy"],
+                optim_state_dict=training["policy_optim"],
+            )
+            set_state_dict(
+                self.critic,
+                self.critic_optimizer,
+                model_state_dict=training["critic"],
+                optim_state_dict=training["critic_optim"],
+            )
+        except failures as exc:  # a torn or foreign checkpoint: say which one
             raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
         self.version = int(state["version"])
+        self.skipped_steps = int(state.get("skipped_steps", 0))
         return state

@@ -63,4 +63,5 @@ class ValueModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        return self.head(hidden).squeeze(-1)
+        # sum over the size-1 axis, not squeeze: a fresh tensor, not a view (FSDP2 hooks views badly)
+        return self.head(hidden).sum(-1)

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from trainer.learner import CheckpointError, SAOLearner, token_logprobs
+from trainer.learner import CheckpointError, NonFiniteError, SAOLearner, token_logprobs
 from trainer.models import ValueModel, load_policy
 from trainer.trajectory import Trajectory
 
@@ -78,8 +78,68 @@ def test_checkpoint_round_trip_and_corrupt_checkpoint(learner, tmp_path):
     exported = AutoModelForCausalLM.from_pretrained(path / "policy")
     ids = torch.tensor([[5, 6, 7]])
     assert torch.allclose(exported(ids).logits, learner.policy(ids).logits, atol=1e-6)
-    (path / "critic.pt").write_bytes(b"garbage")
+    for shard in (path / "dcp").glob("*.distcp"):
+        shard.write_bytes(shard.read_bytes()[:100])  # a torn write
     with pytest.raises(CheckpointError, match="ckpt"):
         other.load(path)
     with pytest.raises(CheckpointError, match="missing"):
         other.load(tmp_path / "missing")
+
+
+def test_non_finite_steps_are_skipped_counted_and_abort_after_k(learner):
+    learner.max_bad_steps = 2
+    poisoned = [make_trajectory(learner.policy, float("nan"), 0)]
+    before = [p.detach().clone() for p in learner.policy.parameters()]
+    metrics = learner.step(poisoned)
+    assert metrics["skipped_steps"] == 1 and learner.version == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
+    learner.step([make_trajectory(learner.policy, 1.0, 1)])  # a good step resets the streak
+    assert learner.version == 1
+    learner.step(poisoned)
+    with pytest.raises(NonFiniteError, match="2 learner steps in a row"):
+        learner.step(poisoned)
+
+
+def test_activation_checkpointing_gives_the_same_step():
+    def run(checkpointing: bool):
+        policy = load_policy("tiny", seed=0)
+        learner = SAOLearner(
+            policy, ValueModel.from_policy(policy), pad_id=0, lr=1e-3, activation_checkpointing=checkpointing
+        )
+        learner.step([make_trajectory(load_policy("tiny", seed=0), 1.0, s) for s in range(2)])
+        return learner.full_policy_state()
+
+    plain, checkpointed = run(False), run(True)
+    for name, tensor in plain.items():
+        assert torch.allclose(tensor, checkpointed[name], atol=1e-6), name
+
+
+def saved_activation_bytes(learner: SAOLearner) -> int:
+    total = 0
+
+    def pack(tensor):
+        nonlocal total
+        total += tensor.numel() * tensor.element_size()
+        return tensor
+
+    ids = torch.randint(5, 200, (2, 256))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        token_logprobs(learner.policy, ids, torch.ones_like(ids)).sum()
+    return total
+
+
+def test_activation_checkpointing_saves_memory():
+    def learner(checkpointing: bool) -> SAOLearner:
+        policy = load_policy("tiny", seed=0)
+        return SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, activation_checkpointing=checkpointing)
+
+    assert saved_activation_bytes(learner(True)) < 0.7 * saved_activation_bytes(learner(False))
+
+
+def test_value_pretraining_moves_only_the_critic(learner):
+    trajectories = [make_trajectory(learner.policy, 1.0, s) for s in range(2)]
+    before = [p.detach().clone() for p in learner.policy.parameters()]
+    losses = learner.pretrain_critic(trajectories, steps=10)
+    assert losses[-1] < losses[0]
+    assert all(torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
+    assert learner.version == 0

@@ -1,0 +1,77 @@
+"""Process groups and FSDP2 sharding for the learner.
+
+Launched by `torchrun`, the learner joins a process group (gloo on CPU, NCCL on GPU) and
+shards the policy and the critic with FSDP2 (`fully_shard`): each decoder layer is its own
+unit, then the root. Run as a plain process, nothing is sharded and every helper here
+degrades to the single-process answer, so the same learner code serves both.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+def init_from_env():
+    """Join the process group `torchrun` describes and return a 1-D device mesh, or None
+    when this process was not launched by `torchrun`."""
+    if "WORLD_SIZE" not in os.environ:
+        return None
+    from torch.distributed.device_mesh import init_device_mesh
+
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return init_device_mesh("cuda" if cuda else "cpu", (dist.get_world_size(),))
+
+
+def rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
+def barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def all_reduce(value: float, op: str = "sum") -> float:
+    """The sum (or max) of a Python number over all ranks."""
+    if not dist.is_initialized():
+        return value
+    tensor = torch.tensor([float(value)], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        tensor = tensor.cuda()
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return float(tensor.item())
+
+
+def decoder_layers(model: nn.Module) -> list[nn.Module]:
+    """The transformer blocks of a Hugging Face decoder (one FSDP unit each)."""
+    return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")]
+
+
+def shard(model: nn.Module, mesh, *, bf16: bool = False) -> nn.Module:
+    """FSDP2-shard `model` over `mesh` (layer by layer, then the root); a no-op without a mesh.
+
+    With `bf16`, parameters are all-gathered and computed in bfloat16 while gradients are
+    reduced in float32 (the usual mixed-precision recipe on GPUs).
+    """
+    if mesh is None:
+        return model
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else None
+    kwargs = {"mesh": mesh, **({"mp_policy": policy} if policy else {})}
+    for layer in decoder_layers(model):
+        fully_shard(layer, **kwargs)
+    fully_shard(model, **kwargs)
+    return model
