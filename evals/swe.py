@@ -48,6 +48,8 @@ class AgentRunner:
         model: str,
         *,
         engine: str,
+        base_url: str | None,
+        tokenizer: str | None,
         max_turns: int,
         max_new_tokens: int,
         max_total_tokens: int,
@@ -55,11 +57,11 @@ class AgentRunner:
         seed: int,
     ) -> None:
         from trainer.engines import make_engine
-        from trainer.models import load_policy, load_tokenizer
+        from trainer.models import load_tokenizer
         from trainer.rollout import ChatFormat
 
-        self.chat = ChatFormat(load_tokenizer(model))
-        self.engine = make_engine(engine, load_policy(model, seed=seed))
+        self.chat = ChatFormat(load_tokenizer(tokenizer or model))
+        self.engine = make_engine(engine, model, seed=seed, base_url=base_url)
         self.max_turns, self.max_new_tokens, self.max_total_tokens = max_turns, max_new_tokens, max_total_tokens
         self.temperature, self.seed = temperature, seed
 
@@ -134,6 +136,8 @@ def evaluate(
     output: Path,
     instances: list[str] | None = None,
     engine: str = "hf",
+    base_url: str | None = None,
+    tokenizer: str | None = None,
     max_turns: int = 30,
     max_new_tokens: int = 256,
     max_total_tokens: int = 16384,
@@ -152,8 +156,8 @@ def evaluate(
     runner = None
     if model not in ORACLES and any(t.id not in done and t.workspace is not None for t in tasks):
         runner = AgentRunner(
-            model, engine=engine, max_turns=max_turns, max_new_tokens=max_new_tokens,
-            max_total_tokens=max_total_tokens, temperature=temperature, seed=seed,
+            model, engine=engine, base_url=base_url, tokenizer=tokenizer, max_turns=max_turns,
+            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens, temperature=temperature, seed=seed,
         )  # fmt: skip
     progress = tqdm(tasks, desc="eval-swe", unit="task")
     with results_path.open("a") as results_file, predictions_path.open("a") as predictions_file:
@@ -190,7 +194,11 @@ def evaluate(
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m evals.swe", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="tiny", help="model name or folder, or gold / empty (oracles)")
-    parser.add_argument("--engine", default="hf", choices=["hf", "vllm"])
+    parser.add_argument("--engine", default="hf", choices=["hf", "openai", "vllm"])
+    parser.add_argument(
+        "--base-url", default=None, help="for --engine openai: the server, e.g. http://localhost:8000/v1"
+    )
+    parser.add_argument("--tokenizer", default=None, help="tokenizer name or folder (default: --model)")
     parser.add_argument("--dataset", default="builtin", help="builtin, a task folder, a SWE-bench .jsonl, or verified")
     parser.add_argument("--instances", default="", help="comma-separated instance ids (default: all)")
     parser.add_argument("--output", default="runs/eval-swe", type=Path)
@@ -206,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
         output=args.output,
         instances=[i for i in args.instances.split(",") if i] or None,
         engine=args.engine,
+        base_url=args.base_url,
+        tokenizer=args.tokenizer,
         max_turns=args.max_turns,
         max_new_tokens=args.max_new_tokens,
         max_total_tokens=args.max_total_tokens,

@@ -74,7 +74,7 @@ def train(config: TrainConfig) -> Path:
     start_step = 0
     if config.resume:
         start_step = int(learner.load(config.resume).get("step", 0))
-    engine = make_engine(config.engine, load_policy(config.model, seed=config.seed))
+    engine = make_engine(config.engine, config.model, seed=config.seed)
     engine.load_weights(learner.engine_weights(), learner.version)
 
     def sandbox_factory(spec):

@@ -102,3 +102,35 @@ def test_token_budget_truncates_the_episode(chat):
     assert trajectory.truncated and not trajectory.terminated
     assert trajectory.info["end"] in ("token_limit", "max_turns")
     assert len(trajectory) <= 10_000
+
+
+def test_batched_generation_matches_one_prompt_at_a_time(chat):
+    model = load_policy("tiny", seed=0)
+    engine = HFEngine(model)
+    prompts = [chat.encode("def add(a, b):"), chat.encode("x"), chat.encode("import os\nimport sys\n")]
+    batched = engine.generate(prompts, max_new_tokens=10, temperature=0.0)
+    for prompt, together in zip(prompts, batched, strict=True):
+        alone = engine.generate([prompt], max_new_tokens=10, temperature=0.0)[0]
+        assert together.token_ids == alone.token_ids
+        assert torch.allclose(torch.tensor(together.logprobs), torch.tensor(alone.logprobs), atol=1e-5)
+    # Sampled batches carry the logprobs the learner computes for the same tokens.
+    sampled = engine.generate(prompts, max_new_tokens=8, temperature=1.0, seed=3)
+    for prompt, generation in zip(prompts, sampled, strict=True):
+        ids = torch.tensor([prompt + generation.token_ids])
+        scored = token_logprobs(model, ids, torch.ones_like(ids))[0, len(prompt) - 1 :]
+        assert torch.allclose(scored, torch.tensor(generation.logprobs), atol=1e-5)
+
+
+def test_rows_stop_independently(chat):
+    engine = HFEngine(load_policy("tiny", seed=0))
+    prompts = [chat.encode("a"), chat.encode("b c d")]
+    free = engine.generate(prompts, max_new_tokens=6, temperature=0.0)
+    stop = free[0].token_ids[1]
+    out = engine.generate(prompts, max_new_tokens=6, temperature=0.0, stop_token_ids=(stop,))
+    for row in range(2):
+        expected = free[row].token_ids
+        if stop in expected:
+            expected = expected[: expected.index(stop) + 1]
+        assert out[row].token_ids == expected
+        assert out[row].finish_reason == ("stop" if stop in expected else "length")
+    assert out[0].finish_reason == "stop"

@@ -4,17 +4,28 @@ from __future__ import annotations
 
 from trainer.engines.base import Engine, Generation
 
-__all__ = ["Engine", "Generation", "make_engine"]
+ENGINES = ("hf", "openai", "vllm")
+
+__all__ = ["ENGINES", "Engine", "Generation", "make_engine"]
 
 
-def make_engine(name: str, model) -> Engine:
-    """An engine of backend `name` serving `model` (a transformers causal LM)."""
+def make_engine(name: str, model: str, *, seed: int = 0, base_url: str | None = None) -> Engine:
+    """An engine of backend `name` serving `model` (a name or folder; for `openai`, the
+    served model's name at `base_url`)."""
     if name == "hf":
         from trainer.engines.hf import HFEngine
+        from trainer.models import load_policy, load_tokenizer
 
-        return HFEngine(model)
+        return HFEngine(load_policy(model, seed=seed), pad_id=load_tokenizer(model).pad_token_id or 0)
+    if name == "openai":
+        if not base_url:
+            raise ValueError("the openai engine needs base_url, e.g. http://localhost:8000/v1")
+        from trainer.engines.openai import OpenAIEngine
+
+        return OpenAIEngine(base_url, model)
     if name == "vllm":
         raise NotImplementedError(
-            "the vllm engine is not built yet (it needs a CUDA GPU and the 'gpu' extra); use engine=hf"
+            "the vllm engine is not built yet (it needs a CUDA GPU and the 'gpu' extra); use engine=hf, "
+            "or serve the model with `vllm serve` and use engine=openai"
         )
-    raise ValueError(f"unknown engine {name!r}; known: hf, vllm")
+    raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")

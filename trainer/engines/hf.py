@@ -1,8 +1,9 @@
-"""The `hf` engine: sampling with a transformers causal LM on CPU (or one GPU).
+"""The `hf` engine: batched sampling with a transformers causal LM on CPU (or one GPU).
 
-A plain incremental-decoding loop over the model's KV cache rather than
-`model.generate`, so the logprob of every sampled token is computed from exactly the
-distribution it was drawn from, with no logits processors in between.
+A plain incremental-decoding loop over the model's KV cache rather than `model.generate`,
+so the logprob of every sampled token is computed from exactly the distribution it was
+drawn from, with no logits processors in between. Prompts of a batch are left-padded with
+explicit position ids, so a padded row computes what it would compute alone.
 """
 
 from __future__ import annotations
@@ -12,25 +13,38 @@ import inspect
 import torch
 
 from trainer.engines.base import Generation
+from trainer.engines.weights import WeightBucket, WeightSyncError, assemble, make_buckets
 
 
 class HFEngine:
-    """Generates with its own copy of the policy; `load_weights` publishes a new version."""
+    """Generates with its own copy of the policy; weight updates publish new versions."""
 
-    def __init__(self, model: torch.nn.Module, *, version: int = 0) -> None:
+    def __init__(self, model: torch.nn.Module, *, version: int = 0, pad_id: int = 0) -> None:
         self.model = model.eval()
         self.version = version
+        self.pad_id = pad_id
         # transformers 5 renamed the KV-cache argument and output `past_key_values` -> `cache`.
         self._cache_name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
+    # -- weights ----------------------------------------------------------------------------
     @torch.no_grad()
-    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
-        """Copy the learner's weights in place and take its version number."""
-        missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
+    def update_weights(self, buckets: list[WeightBucket]) -> None:
+        """Apply a complete, verified update; on any error the engine keeps its weights."""
+        version, state = assemble(buckets)
+        if version <= self.version and self.version != 0:
+            raise WeightSyncError(f"weight update v{version} is not newer than the engine's v{self.version}")
+        missing, unexpected = self.model.load_state_dict(state, strict=False)
         if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
-            raise ValueError(f"weights do not match the engine's model: missing {missing}, unexpected {unexpected}")
+            raise WeightSyncError(
+                f"weights do not match the engine's model: missing {missing}, unexpected {unexpected}"
+            )
         self.version = version
 
+    def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Convenience for in-process learners: bucket, checksum and apply `state_dict`."""
+        self.update_weights(make_buckets(state_dict, version))
+
+    # -- generation -------------------------------------------------------------------------
     @torch.no_grad()
     def generate(
         self,
@@ -41,32 +55,54 @@ class HFEngine:
         stop_token_ids: tuple[int, ...] = (),
         seed: int | None = None,
     ) -> list[Generation]:
+        if not prompts or any(not p for p in prompts):
+            raise ValueError("every prompt must hold at least one token")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
-        return [self._one(p, max_new_tokens, temperature, set(stop_token_ids), generator) for p in prompts]
-
-    def _one(self, prompt: list[int], max_new_tokens: int, temperature: float, stop: set[int], generator) -> Generation:
-        if not prompt:
-            raise ValueError("prompt must hold at least one token")
         device = next(self.model.parameters()).device
-        input_ids = torch.tensor([prompt], device=device)
+        width = max(len(p) for p in prompts)
+        size = len(prompts)
+        input_ids = torch.full((size, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((size, width), dtype=torch.long)
+        for row, prompt in enumerate(prompts):
+            input_ids[row, width - len(prompt) :] = torch.tensor(prompt)
+            attention[row, width - len(prompt) :] = 1
+        input_ids, attention = input_ids.to(device), attention.to(device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        stop = torch.tensor(sorted(stop_token_ids), dtype=torch.long)
+        tokens: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        finished = torch.zeros(size, dtype=torch.bool)
         past = None
-        tokens: list[int] = []
-        logprobs: list[float] = []
-        finish = "length"
         for _ in range(max_new_tokens):
-            out = self.model(input_ids=input_ids, use_cache=True, **{self._cache_name: past})
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=attention,
+                position_ids=positions,
+                use_cache=True,
+                **{self._cache_name: past},
+            )
             past = out[self._cache_name]
-            logits = out.logits[0, -1].float()
+            logits = out.logits[:, -1].float().cpu()
             if temperature > 0:
                 log_dist = torch.log_softmax(logits / temperature, dim=-1)
-                token = int(torch.multinomial(log_dist.exp().cpu(), 1, generator=generator))
+                sampled = torch.multinomial(log_dist.exp(), 1, generator=generator).squeeze(-1)
             else:
                 log_dist = torch.log_softmax(logits, dim=-1)
-                token = int(log_dist.argmax())
-            tokens.append(token)
-            logprobs.append(float(log_dist[token]))
-            if token in stop:
-                finish = "stop"
+                sampled = log_dist.argmax(-1)
+            chosen = log_dist.gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
+            for row in range(size):
+                if not finished[row]:
+                    tokens[row].append(int(sampled[row]))
+                    logprobs[row].append(float(chosen[row]))
+            finished |= torch.isin(sampled, stop)
+            if bool(finished.all()):
                 break
-            input_ids = torch.tensor([[token]], device=device)
-        return Generation(tokens, logprobs, self.version, finish)
+            # Finished rows keep decoding pad tokens (masked out) so the batch stays aligned.
+            next_ids = torch.where(finished, torch.full_like(sampled, self.pad_id), sampled).to(device)
+            input_ids = next_ids.unsqueeze(-1)
+            attention = torch.cat([attention, (~finished).long().unsqueeze(-1).to(device)], dim=-1)
+            positions = positions[:, -1:] + 1
+        return [
+            Generation(t, lp, self.version, "stop" if t and t[-1] in stop_token_ids else "length")
+            for t, lp in zip(tokens, logprobs, strict=True)
+        ]
