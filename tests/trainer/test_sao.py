@@ -19,16 +19,16 @@ floats = st.floats(min_value=-3.0, max_value=3.0, allow_nan=False)
 
 
 def reference_loss(logp, logp_rollout, adv, mask, eps_low, eps_high):
-    """-mean over kept tokens of r * A * logp, with r outside (1-eps_low, 1+eps_high) dropped."""
+    """-mean over policy tokens of f(r) * A * logp, f(r) = r inside (1-eps_low, 1+eps_high), else 0."""
     total, count = 0.0, 0
     for row in range(len(logp)):
         for t in range(len(logp[row])):
             if not mask[row][t]:
                 continue
+            count += 1
             r = math.exp(logp[row][t] - logp_rollout[row][t])
             if 1 - eps_low < r < 1 + eps_high:
                 total += -r * adv[row][t] * logp[row][t]
-                count += 1
     return total / count if count else 0.0
 
 
@@ -70,8 +70,8 @@ def test_masked_tokens_get_exactly_zero_gradient():
     grad = logp.grad[0]
     assert grad[1] == 0 and grad[2] == 0
     assert grad[0] != 0 and grad[3] != 0
-    # Gradient of a kept token is -r * A / n_kept.
-    assert math.isclose(float(grad[3]), -math.exp(0.5) / 2, rel_tol=1e-12)
+    # Gradient of a kept token is -r * A / n: dropped tokens still count in the mean (f(r) = 0).
+    assert math.isclose(float(grad[3]), -math.exp(0.5) / 4, rel_tol=1e-12)
     assert stats.masked_low_fraction == 0.25 and stats.masked_high_fraction == 0.25
 
 
@@ -86,6 +86,14 @@ def test_all_tokens_masked_gives_zero_loss_with_a_graph():
     loss, _ = sao_policy_loss(logp, torch.full((1, 2), 5.0), torch.ones(1, 2), torch.ones(1, 2, dtype=torch.bool))
     loss.backward()
     assert loss.item() == 0.0 and logp.grad.abs().sum() == 0
+
+
+def test_an_overflowing_ratio_is_dropped_without_nan():
+    logp = torch.tensor([[-1.0, -1.0]], requires_grad=True)
+    loss, stats = sao_policy_loss(logp, torch.tensor([[-200.0, -1.0]]), torch.ones(1, 2), torch.ones(1, 2))
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
+    assert logp.grad[0, 0] == 0 and logp.grad[0, 1] == -0.5 and stats.masked_high_fraction == 0.5
 
 
 def reference_gae(rewards, values, gamma, lam, bootstrap):
