@@ -21,6 +21,7 @@ def test_train_then_evaluate_the_checkpoint(tmp_path):
             "max_new_tokens=16",
             "lr=1e-4",
             "critic_lr=1e-4",
+            "critic_pretrain_steps=2",
         ],
     )
     run_dir = train(config)
@@ -64,3 +65,24 @@ def test_train_then_evaluate_the_checkpoint(tmp_path):
     train(resumed)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 3] and records[-1]["version"] == 3
+
+
+@needs_bwrap
+def test_group_algorithm_with_value_free_learner_runs(tmp_path):
+    config = load_config(
+        None,
+        [f"output_dir={tmp_path}", "run_name=grpo", "algorithm=grpo", "group_size=2", "steps=1",
+         "episodes_per_step=1", "max_turns=1", "max_new_tokens=8"],
+    )  # fmt: skip
+    run_dir = train(config)
+    record = json.loads((run_dir / "metrics.jsonl").read_text())
+    assert record["episodes"] == 2 and record["version"] == 1 and "value_loss" in record
+
+
+def test_group_algorithms_refuse_single_rollouts():
+    import pytest
+
+    from trainer.config import ConfigError
+
+    with pytest.raises(ConfigError, match="'group_size'"):
+        load_config(None, ["algorithm=grpo"])

@@ -33,6 +33,11 @@ class TrainConfig(BaseModel):
     """`builtin`, a folder of task YAMLs, or a SWE-bench JSONL / dataset name."""
     task_ids: list[str] = Field(default_factory=list)
     """Only these task ids (all when empty)."""
+    algorithm: Literal["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo"] = "sao"
+    """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
+    decoupled PPO, or the critic-free group methods GRPO, Dr.GRPO and DAPO."""
+    group_size: int = Field(default=1, gt=0)
+    """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
     steps: int = Field(default=4, gt=0)
     """Learner steps to run."""
     episodes_per_step: int = Field(default=3, gt=0)
@@ -57,12 +62,22 @@ class TrainConfig(BaseModel):
     """SAO mask: tokens with ratio >= 1 + eps_high are dropped (coding: 3.0)."""
     critic_steps: int = Field(default=2, ge=0)
     """Critic updates per policy update (SAO: 2)."""
+    critic_pretrain_steps: int = Field(default=0, ge=0)
+    """Critic-only updates on the first batch before RL starts (SAO's value pre-training)."""
+    freeze_critic_attention: bool = False
+    """Freeze the critic's attention layers during RL (an option SAO reports)."""
+    clip_low: float | None = Field(default=None, gt=0)
+    """PPO-family lower clip (default: the algorithm's own, 0.2)."""
+    clip_high: float | None = Field(default=None, gt=0)
+    """PPO-family upper clip (default: the algorithm's own; DAPO 0.28)."""
+    gae_lambda: float | None = Field(default=None, ge=0, le=1)
+    """Fixed policy GAE lambda (PPO: 0.95); None uses SAO's length-adaptive lambda."""
     lambda_alpha: float = Field(default=1.5, gt=0)
     """Length-adaptive GAE for the policy: lambda = 1 - 1/(alpha * length)."""
     gamma: float = Field(default=1.0, gt=0, le=1)
     """Discount per policy token."""
-    loss_aggregation: Literal["token_mean", "sequence_mean"] = "token_mean"
-    """How token losses are averaged over the batch."""
+    loss_aggregation: Literal["token_mean", "sequence_mean", "sequence_sum_norm"] | None = None
+    """How token losses are averaged over the batch (default: the algorithm's own)."""
     checkpoint_every: int = Field(default=0, ge=0)
     """Save a checkpoint every N steps (0: only at the end)."""
     resume: str | None = None
@@ -71,6 +86,12 @@ class TrainConfig(BaseModel):
 
 def _coerce(text: str):
     return yaml.safe_load(text) if text != "" else ""
+
+
+def _check_groups(config: TrainConfig, where: str) -> TrainConfig:
+    if config.algorithm in ("grpo", "dr_grpo", "dapo") and config.group_size < 2:
+        raise ConfigError(f"{where}: field 'group_size': {config.algorithm} compares rollouts of a task, needs >= 2")
+    return config
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
@@ -95,7 +116,7 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
             raise ConfigError(f"override {item!r}: unknown field {key!r}")
         raw[key] = _coerce(value)
     try:
-        return TrainConfig.model_validate(raw)
+        return _check_groups(TrainConfig.model_validate(raw), where)
     except ValidationError as exc:
         problems = "; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
         raise ConfigError(f"{where}: {problems}") from None

@@ -1,9 +1,13 @@
-"""The SAO learner: policy and critic updates from finished trajectories.
+"""The learner: policy and critic updates from finished trajectories.
 
-One `step(trajectories)`: values from the critic (no grad) -> skip-observation GAE per
-trajectory (length-adaptive lambda for the policy, lambda = 1 for the critic) -> one
-policy update with SAO's double-sided masked loss -> `critic_steps` critic updates
-(SAO: K = 2) -> version + 1.
+One `step(trajectories)` with the default algorithm, SAO: values from the critic (no grad)
+-> skip-observation GAE per trajectory (length-adaptive lambda for the policy, lambda = 1
+for the critic) -> one policy update with SAO's double-sided masked loss ->
+`critic_steps` critic updates (SAO: K = 2) -> version + 1. The baselines are selected by
+name (`trainer.algorithms.registry`): `ppo` and `decoupled_ppo` use the critic with a fixed
+GAE lambda and the clipped value loss; `grpo`, `dr_grpo` and `dapo` use group-normalised
+advantages over the rollouts of each `group_id` and no critic (`dapo` also drops groups
+whose rewards are all equal).
 
 Scale: launched by `torchrun`, each rank takes every world-size-th trajectory, the models
 are FSDP2-sharded (`trainer.distributed`), and gradients are averaged across ranks. On
@@ -28,7 +32,18 @@ import torch
 from torch import nn
 
 from trainer import distributed
-from trainer.algorithms import gae, length_adaptive_lambda, sao_policy_loss, value_loss
+from trainer.algorithms import (
+    NEEDS_PROX,
+    clipped_value_loss,
+    dynamic_sampling_mask,
+    freeze_attention,
+    gae,
+    get_advantage_estimator,
+    get_algorithm,
+    get_policy_loss,
+    length_adaptive_lambda,
+    value_loss,
+)
 from trainer.models import ValueModel
 from trainer.trajectory import Trajectory
 
@@ -97,13 +112,14 @@ def token_logprobs(
     return log_probs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
 
 
-class SAOLearner:
+class Learner:
     def __init__(
         self,
         policy: nn.Module,
-        critic: ValueModel,
+        critic: ValueModel | None,
         *,
         pad_id: int,
+        algorithm: str = "sao",
         lr: float = 1e-6,
         critic_lr: float = 5e-6,
         eps_low: float = 0.8,
@@ -114,17 +130,38 @@ class SAOLearner:
         critic_lambda: float = 1.0,
         temperature: float = 1.0,
         max_grad_norm: float = 1.0,
-        aggregation: str = "token_mean",
+        aggregation: str | None = None,
+        clip_low: float | None = None,
+        clip_high: float | None = None,
+        gae_lambda: float | None = None,
+        freeze_critic_attention: bool = False,
         token_budget: int = 16384,
         mesh=None,
         bf16: bool = False,
         activation_checkpointing: bool = False,
         max_bad_steps: int = 3,
     ) -> None:
-        if aggregation not in ("token_mean", "sequence_mean"):
-            raise ValueError(f"unknown loss aggregation {aggregation!r}; use token_mean or sequence_mean")
+        self.algorithm = algorithm
+        self.spec = get_algorithm(algorithm)
+        self.loss_fn = get_policy_loss(self.spec.policy_loss)
+        preset = getattr(self.loss_fn, "keywords", {})
+        self.aggregation = aggregation or preset.get("aggregation", "token_mean")
+        if self.aggregation not in ("token_mean", "sequence_mean", "sequence_sum_norm"):
+            raise ValueError(f"unknown loss aggregation {self.aggregation!r}")
+        self.loss_hyper: dict = {"aggregation": self.aggregation}
+        if self.spec.policy_loss == "sao":
+            self.loss_hyper.update(eps_low=eps_low, eps_high=eps_high)
+        else:
+            self.loss_hyper.update(
+                {k: v for k, v in (("clip_low", clip_low), ("clip_high", clip_high)) if v is not None}
+            )
+        if self.spec.critic == "separate" and critic is None:
+            raise ValueError(f"algorithm {algorithm!r} needs a critic (a ValueModel)")
+        critic = critic if self.spec.critic == "separate" else None
+        if critic is not None and freeze_critic_attention:
+            freeze_attention(critic)
         if activation_checkpointing:
-            for model in (policy, critic.backbone):
+            for model in (policy, *([critic.backbone] if critic is not None else [])):
                 # transformers 5 renamed the switch; 4.x only has the old name.
                 if hasattr(model, "activation_checkpointing_enable"):
                     model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
@@ -136,22 +173,27 @@ class SAOLearner:
             else torch.device("cpu")
         )
         self.policy = distributed.shard(policy.to(self.device), mesh, bf16=bf16).train()
-        self.critic = distributed.shard(critic.to(self.device), mesh, bf16=bf16).train()
+        self.critic = distributed.shard(critic.to(self.device), mesh, bf16=bf16).train() if critic else None
         self.sharded = mesh is not None
         self.pad_id = pad_id
         self.eps_low, self.eps_high = eps_low, eps_high
-        self.critic_steps = critic_steps
+        self.critic_steps = critic_steps if self.critic is not None else 0
         self.gamma, self.lambda_alpha, self.critic_lambda = gamma, lambda_alpha, critic_lambda
+        self.gae_lambda = gae_lambda
         self.temperature = temperature
         self.max_grad_norm = max_grad_norm
-        self.aggregation = aggregation
         self.token_budget = token_budget
         self.max_bad_steps = max_bad_steps
         self.policy_optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=critic_lr)
+        self.critic_optimizer = (
+            torch.optim.AdamW([p for p in self.critic.parameters() if p.requires_grad], lr=critic_lr)
+            if self.critic is not None
+            else None
+        )
         self.version = 0
         self.skipped_steps = 0
         self._bad_in_a_row = 0
+        self._sequence_advantages: dict[int, float] = {}
 
     # -- batching -------------------------------------------------------------------------
     def _prepare(
@@ -174,7 +216,7 @@ class SAOLearner:
         """This micro-batch's share of the global loss. FSDP averages gradients over ranks,
         so shares are scaled by the world size to make the result the global mean."""
         tokens, sequences = totals
-        if self.aggregation == "token_mean":
+        if self.aggregation == "token_mean":  # sequence_mean and sequence_sum_norm: per sequence
             share = float(batch["policy_mask"].sum()) / max(tokens, 1.0)
         else:
             share = float((batch["policy_mask"].sum(-1) > 0).sum()) / max(sequences, 1.0)
@@ -183,12 +225,22 @@ class SAOLearner:
     # -- advantages -----------------------------------------------------------------------
     def advantages(
         self, trajectories: list[Trajectory], batch: dict[str, torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Policy advantages and critic returns, [B, T-1], zero off policy tokens.
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Policy advantages, critic returns and the critic's values before the update,
+        [B, T-1], zero off policy tokens.
 
         Every episode here ends with a graded submission, so the value after the last
         action is 0 (no bootstrap) whether the agent finished or a limit cut it short.
+        Group methods read the per-sequence advantages `step` computed over the whole batch.
         """
+        mask = batch["policy_mask"]
+        if self.critic is None:
+            per_sequence = [self._sequence_advantages[id(t)] for t in trajectories]
+            advantages = torch.zeros(mask.shape, device=mask.device)
+            if per_sequence:
+                advantages = torch.tensor(per_sequence, device=mask.device)[:, None] * mask.float()
+            zeros = torch.zeros_like(advantages)
+            return advantages, zeros, zeros
         with torch.no_grad():
             values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
         advantages = torch.zeros_like(values)
@@ -200,10 +252,14 @@ class SAOLearner:
             token_values = values[row, positions].cpu()
             rewards = torch.zeros_like(token_values)
             rewards[-1] = traj.reward
-            lam = length_adaptive_lambda(positions.numel(), self.lambda_alpha)
+            lam = (
+                self.gae_lambda
+                if self.gae_lambda is not None
+                else length_adaptive_lambda(positions.numel(), self.lambda_alpha)
+            )
             advantages[row, positions] = gae(rewards, token_values, self.gamma, lam)[0].to(values.device)
             returns[row, positions] = gae(rewards, token_values, self.gamma, self.critic_lambda)[1].to(values.device)
-        return advantages, returns
+        return advantages, returns, values
 
     # -- one update -----------------------------------------------------------------------
     def _apply(self, model: nn.Module, optimizer: torch.optim.Optimizer, losses_finite: bool) -> tuple[float, bool]:
@@ -216,43 +272,67 @@ class SAOLearner:
         optimizer.zero_grad(set_to_none=True)
         return grad_norm, finite
 
+    def _group_advantages(self, trajectories: list[Trajectory]) -> tuple[list[Trajectory], int]:
+        """For group methods: per-sequence advantages over each `group_id`'s rollouts in the
+        whole batch (before it is split across ranks), and DAPO's zero-variance filter.
+        Returns the trajectories to train on and how many were dropped."""
+        rewards = torch.tensor([t.reward for t in trajectories], dtype=torch.float64)
+        groups = [t.group_id or t.task_id for t in trajectories]
+        dropped = 0
+        if self.spec.dynamic_sampling:
+            keep = dynamic_sampling_mask(rewards, groups).tolist()
+            dropped = keep.count(False)
+            trajectories = [t for t, k in zip(trajectories, keep, strict=True) if k]
+            rewards = rewards[torch.tensor(keep, dtype=torch.bool)]
+            groups = [g for g, k in zip(groups, keep, strict=True) if k]
+        if trajectories:
+            values = get_advantage_estimator(self.spec.advantages)(rewards, groups).tolist()
+            # Keyed by object identity: valid for this step only, rebuilt every step.
+            self._sequence_advantages = {id(t): v for t, v in zip(trajectories, values, strict=True)}
+        return trajectories, dropped
+
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
         if not trajectories:
             raise ValueError("learner step needs at least one trajectory")
+        dropped = 0
+        if self.critic is None:
+            trajectories, dropped = self._group_advantages(trajectories)
+            if not trajectories:  # every group had equal rewards: nothing to learn from
+                return {"zero_variance_dropped": dropped, "version": self.version, "skipped_steps": self.skipped_steps}
         micro_batches, totals = self._prepare(trajectories)
+        hyper = dict(self.loss_hyper)
+        if self.aggregation == "sequence_sum_norm":  # one horizon for the whole batch
+            hyper["horizon"] = int(distributed.all_reduce(max(len(t) for t in trajectories) - 1, "max"))
         # Empty micro-batches run the critic too: under FSDP every forward is a collective.
         targets = [(batch, *self.advantages(group, batch)) for group, batch in micro_batches]
 
         # Policy: one step, gradients accumulated over micro-batches.
-        stats_sum = {"masked_low_fraction": 0.0, "masked_high_fraction": 0.0, "mean_ratio": 0.0}
+        stats_sum: dict[str, float] = {}
         policy_loss, finite = 0.0, True
-        for batch, advantages, _ in targets:
+        for batch, advantages, _, _ in targets:
             logp = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], self.temperature)
-            loss, stats = sao_policy_loss(
-                logp,
-                batch["rollout_logp"],
-                advantages,
-                batch["policy_mask"],
-                self.eps_low,
-                self.eps_high,
-                self.aggregation,
+            # The optimizer steps only after every micro-batch, so the current weights are the
+            # proximal policy of the decoupled objective: no extra forward is needed.
+            prox = logp.detach() if self.spec.policy_loss in NEEDS_PROX else None
+            loss, stats = self.loss_fn(
+                logp, batch["rollout_logp"], advantages, batch["policy_mask"], logp_prox=prox, **hyper
             )
             weight = self._weight(batch, totals)
             (loss * weight).backward()
             finite = finite and bool(torch.isfinite(loss))
             policy_loss += float(loss.detach()) * weight / distributed.world_size()
             tokens = float(batch["policy_mask"].sum())
-            for key in stats_sum:
-                stats_sum[key] += getattr(stats, key) * tokens
+            for key, value in stats.items():
+                stats_sum[key] = stats_sum.get(key, 0.0) + value * tokens
         grad_norm, policy_ok = self._apply(self.policy, self.policy_optimizer, finite)
 
         # Critic: K steps toward the returns computed before any update.
         critic_losses = []
         for _ in range(self.critic_steps):
             total, finite = 0.0, True
-            for batch, _, returns in targets:
+            for batch, _, returns, old_values in targets:
                 values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
-                loss = value_loss(values, returns, batch["policy_mask"], self.aggregation)
+                loss = self._value_loss(values, returns, old_values, batch["policy_mask"])
                 weight = self._weight(batch, totals)
                 (loss * weight).backward()
                 finite = finite and bool(torch.isfinite(loss))
@@ -276,13 +356,24 @@ class SAOLearner:
             "grad_norm": grad_norm,
             **{k: distributed.all_reduce(v) / tokens for k, v in stats_sum.items()},
             "policy_tokens": int(totals[0]),
+            **({"zero_variance_dropped": dropped} if self.spec.dynamic_sampling else {}),
             "micro_batches": len(micro_batches),
             "skipped_steps": self.skipped_steps,
             "version": self.version,
         }
 
+    def _value_loss(self, values, returns, old_values, mask) -> torch.Tensor:
+        # PPO's critic may not move a value far from its rollout-time estimate; SAO's critic
+        # regresses on the returns directly.
+        aggregation = "token_mean" if self.aggregation == "sequence_sum_norm" else self.aggregation
+        if self.spec.policy_loss in ("ppo", "decoupled_ppo"):
+            return clipped_value_loss(values, old_values, returns, mask, aggregation=aggregation)
+        return value_loss(values, returns, mask, aggregation)
+
     def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
         """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen)."""
+        if self.critic is None:
+            raise ValueError(f"algorithm {self.algorithm!r} has no critic to pre-train")
         saved, self.critic_steps = self.critic_steps, 1
         losses = []
         try:
@@ -290,9 +381,9 @@ class SAOLearner:
             for _ in range(steps):
                 total, finite = 0.0, True
                 for group, batch in micro_batches:
-                    returns = self.advantages(group, batch)[1]
+                    _, returns, old_values = self.advantages(group, batch)
                     values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
-                    loss = value_loss(values, returns, batch["policy_mask"], self.aggregation)
+                    loss = self._value_loss(values, returns, old_values, batch["policy_mask"])
                     weight = self._weight(batch, totals)
                     (loss * weight).backward()
                     finite = finite and bool(torch.isfinite(loss))
@@ -316,12 +407,19 @@ class SAOLearner:
         return self.full_policy_state()
 
     # -- checkpoints ----------------------------------------------------------------------
+    def _models(self) -> dict[str, tuple[nn.Module, torch.optim.Optimizer]]:
+        models = {"policy": (self.policy, self.policy_optimizer)}
+        if self.critic is not None:
+            models["critic"] = (self.critic, self.critic_optimizer)
+        return models
+
     def _state(self) -> dict:
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
-        policy, policy_optim = get_state_dict(self.policy, self.policy_optimizer)
-        critic, critic_optim = get_state_dict(self.critic, self.critic_optimizer)
-        return {"policy": policy, "policy_optim": policy_optim, "critic": critic, "critic_optim": critic_optim}
+        state = {}
+        for name, (model, optimizer) in self._models().items():
+            state[name], state[f"{name}_optim"] = get_state_dict(model, optimizer)
+        return state
 
     def save(self, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
         """Write a checkpoint atomically: a complete folder appears, or nothing does.
@@ -379,20 +477,16 @@ class SAOLearner:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="torch.distributed is disabled")
                 dcp.load(training, checkpoint_id=str(directory / "dcp"))
-            set_state_dict(
-                self.policy,
-                self.policy_optimizer,
-                model_state_dict=training["policy"],
-                optim_state_dict=training["policy_optim"],
-            )
-            set_state_dict(
-                self.critic,
-                self.critic_optimizer,
-                model_state_dict=training["critic"],
-                optim_state_dict=training["critic_optim"],
-            )
+            for name, (model, optimizer) in self._models().items():
+                set_state_dict(
+                    model, optimizer, model_state_dict=training[name], optim_state_dict=training[f"{name}_optim"]
+                )
         except failures as exc:  # a torn or foreign checkpoint: say which one
             raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
         self.version = int(state["version"])
         self.skipped_steps = int(state.get("skipped_steps", 0))
         return state
+
+
+SAOLearner = Learner
+"""The learner with its default algorithm; kept as the name most callers know."""

@@ -5,7 +5,8 @@
 Each step plays one episode per task (SAO: a single rollout per prompt, no groups) in a
 sandbox, grades it with the task's hidden tests, and makes one SAO update: a policy step
 with the double-sided token mask and `critic_steps` critic steps; the new weights are then
-published to the inference engine with a version number.
+published to the inference engine with a version number. `algorithm=` selects a baseline
+instead (PPO, decoupled PPO, or GRPO / Dr.GRPO / DAPO with `group_size` rollouts per task).
 
 Where this departs from the paper: rollouts and updates alternate (synchronous); the
 asynchronous, staleness-bounded orchestrator on Ray is the next layer up and reuses these
@@ -30,7 +31,7 @@ from sandboxes import SandboxError, make_sandbox
 from tasks import Task, load_task_set
 from trainer.config import TrainConfig, load_config
 from trainer.engines import make_engine
-from trainer.learner import SAOLearner
+from trainer.learner import Learner
 from trainer.models import ValueModel, load_policy, load_tokenizer
 from trainer.rollout import ChatFormat, run_episode
 from trainer.trajectory import Trajectory
@@ -57,10 +58,15 @@ def train(config: TrainConfig) -> Path:
     chat = ChatFormat(tokenizer)
     policy = load_policy(config.model, seed=config.seed)
     critic = ValueModel.from_policy(policy)
-    learner = SAOLearner(
+    learner = Learner(
         policy,
         critic,
         pad_id=tokenizer.pad_token_id,
+        algorithm=config.algorithm,
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
+        gae_lambda=config.gae_lambda,
+        freeze_critic_attention=config.freeze_critic_attention,
         lr=config.lr,
         critic_lr=config.critic_lr,
         eps_low=config.eps_low,
@@ -80,22 +86,17 @@ def train(config: TrainConfig) -> Path:
     def sandbox_factory(spec):
         return make_sandbox(spec, config.sandbox_backend)
 
-    metrics_path = run_dir / "metrics.jsonl"
     order = random.Random(config.seed)
-    checkpoint = None
-    progress = tqdm(
-        range(start_step, config.steps), desc="train-swe", unit="step", initial=start_step, total=config.steps
-    )
-    with metrics_path.open("a") as metrics_file:
-        for step in progress:
-            started = time.monotonic()
-            picked = [
-                tasks[(step * config.episodes_per_step + i) % len(tasks)] for i in range(config.episodes_per_step)
-            ]
-            order.shuffle(picked)
-            trajectories: list[Trajectory] = []
-            infra_errors = 0
-            for index, task in enumerate(picked):
+
+    def collect(step: int) -> tuple[list[Trajectory], int]:
+        """This step's episodes: `group_size` rollouts of each picked task. Episodes that
+        fail for infrastructure reasons are dropped and counted, never scored 0."""
+        picked = [tasks[(step * config.episodes_per_step + i) % len(tasks)] for i in range(config.episodes_per_step)]
+        order.shuffle(picked)
+        trajectories: list[Trajectory] = []
+        infra_errors = 0
+        for index, task in enumerate(picked):
+            for member in range(config.group_size):
                 env = ToolEnv(
                     task,
                     sandbox_factory=sandbox_factory,
@@ -103,20 +104,35 @@ def train(config: TrainConfig) -> Path:
                     max_output_chars=config.max_observation_chars,
                 )
                 try:
-                    trajectories.append(
-                        run_episode(
-                            env,
-                            engine,
-                            chat,
-                            max_new_tokens=config.max_new_tokens,
-                            max_total_tokens=config.max_total_tokens,
-                            temperature=config.temperature,
-                            seed=config.seed * 1_000_003 + step * 1000 + index,
-                        )
+                    trajectory = run_episode(
+                        env,
+                        engine,
+                        chat,
+                        max_new_tokens=config.max_new_tokens,
+                        max_total_tokens=config.max_total_tokens,
+                        temperature=config.temperature,
+                        seed=config.seed * 1_000_003 + step * 1000 + index * config.group_size + member,
                     )
                 except (SandboxError, GradingError) as exc:
                     infra_errors += 1
                     tqdm.write(f"step {step}: episode of {task.id} dropped (infrastructure): {exc}")
+                    continue
+                trajectory.group_id = f"{step}:{index}:{task.id}"
+                trajectories.append(trajectory)
+        return trajectories, infra_errors
+
+    metrics_path = run_dir / "metrics.jsonl"
+    if config.critic_pretrain_steps and learner.critic is not None and not config.resume:
+        losses = learner.pretrain_critic(collect(-1)[0], config.critic_pretrain_steps)
+        print(f"critic pre-training: value loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps")
+    checkpoint = None
+    progress = tqdm(
+        range(start_step, config.steps), desc="train-swe", unit="step", initial=start_step, total=config.steps
+    )
+    with metrics_path.open("a") as metrics_file:
+        for step in progress:
+            started = time.monotonic()
+            trajectories, infra_errors = collect(step)
             rollout_seconds = time.monotonic() - started
             record: dict = {"step": step + 1, "episodes": len(trajectories), "infra_errors": infra_errors}
             if trajectories:

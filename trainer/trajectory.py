@@ -29,6 +29,9 @@ class Trajectory:
     """The episode ended by the agent (finish); False when it was cut by a limit."""
     truncated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    group_id: str = ""
+    """Rollouts sharing a group id form one group for group baselines (GRPO); the task id
+    when empty."""
 
     def extend(self, ids: list[int], *, policy: bool, logprobs: list[float] | None = None, version: int = -1) -> None:
         if policy:

@@ -56,7 +56,7 @@ def test_advantages_are_zero_off_policy_tokens(learner):
 
     trajectories = [make_trajectory(learner.policy, 1.0, 0)]
     batch = _batch(trajectories, 0)
-    advantages, returns = learner.advantages(trajectories, batch)
+    advantages, returns, _ = learner.advantages(trajectories, batch)
     off = ~batch["policy_mask"]
     assert advantages[off].abs().sum() == 0 and returns[off].abs().sum() == 0
     # lambda = 1 for the critic and gamma = 1: every return is the final reward.
@@ -143,3 +143,65 @@ def test_value_pretraining_moves_only_the_critic(learner):
     assert losses[-1] < losses[0]
     assert all(torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
     assert learner.version == 0
+
+
+@pytest.mark.parametrize("algorithm", ["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo"])
+def test_every_algorithm_is_selectable_by_name_and_trains(algorithm):
+    policy = load_policy("tiny", seed=0)
+    learner = SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, lr=1e-3, algorithm=algorithm)
+    assert (learner.critic is None) == (algorithm in ("grpo", "dr_grpo", "dapo"))
+    trajectories = [make_trajectory(load_policy("tiny", seed=3), r, s) for s, r in enumerate([1.0, 0.0, 0.0, 1.0])]
+    for traj in trajectories:
+        traj.group_id = "g"  # one group of four
+    before = [p.detach().clone() for p in learner.policy.parameters()]
+    metrics = learner.step(trajectories)
+    assert metrics["version"] == 1 and metrics["policy_tokens"] == 36
+    assert any(not torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
+
+
+def test_group_advantages_are_normalised_within_each_group():
+    policy = load_policy("tiny", seed=0)
+    learner = SAOLearner(policy, None, pad_id=0, algorithm="grpo")
+    trajectories = [make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0, 5.0, 5.0])]
+    for traj, group in zip(trajectories, ["a", "a", "b", "b"], strict=True):
+        traj.group_id = group
+    learner._group_advantages(trajectories)
+    from trainer.learner import _batch
+
+    batch = _batch(trajectories, 0)
+    advantages, _, _ = learner.advantages(trajectories, batch)
+    per_row = [advantages[row][batch["policy_mask"][row]].unique().tolist() for row in range(4)]
+    assert per_row[0][0] > 0 > per_row[1][0]  # the better rollout of group a is pushed up
+    assert per_row[2] == [0.0] and per_row[3] == [0.0]  # equal rewards: no signal
+    assert advantages[~batch["policy_mask"]].abs().sum() == 0
+
+
+def test_dapo_drops_zero_variance_groups():
+    policy = load_policy("tiny", seed=0)
+    learner = SAOLearner(policy, None, pad_id=0, algorithm="dapo", lr=1e-3)
+    same = [make_trajectory(policy, 1.0, s) for s in range(2)]
+    assert learner.step(same) == {"zero_variance_dropped": 2, "version": 0, "skipped_steps": 0}
+    mixed = [make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0])]
+    for traj in mixed:
+        traj.group_id = "other"
+    metrics = learner.step(same + mixed)
+    assert metrics["zero_variance_dropped"] == 2 and metrics["policy_tokens"] == 18 and learner.version == 1
+
+
+def test_unknown_algorithm_and_missing_critic_are_clear_errors():
+    policy = load_policy("tiny", seed=0)
+    with pytest.raises(ValueError, match="unknown algorithm 'reinforce'"):
+        SAOLearner(policy, None, pad_id=0, algorithm="reinforce")
+    with pytest.raises(ValueError, match="needs a critic"):
+        SAOLearner(policy, None, pad_id=0, algorithm="ppo")
+
+
+def test_frozen_critic_attention_stays_put(learner):
+    policy = load_policy("tiny", seed=0)
+    learner = SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, critic_lr=1e-2, freeze_critic_attention=True)
+    attention = {n: p.detach().clone() for n, p in learner.critic.named_parameters() if "self_attn" in n}
+    assert attention
+    learner.step([make_trajectory(policy, 1.0, s) for s in range(2)])
+    for name, param in learner.critic.named_parameters():
+        if name in attention:
+            assert torch.equal(param, attention[name]), name

@@ -61,6 +61,7 @@ def ppo_clip_loss(
     clip_low: float = 0.2,
     clip_high: float = 0.2,
     aggregation: str = "token_mean",
+    horizon: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO's clipped surrogate (arXiv 1707.06347) with separate lower and upper clip ranges.
 
@@ -69,11 +70,12 @@ def ppo_clip_loss(
     update, as verl does, which removes the engine/trainer numerical mismatch from the ratio),
     else the engine's `logp_rollout`. Symmetric 0.2/0.2 is GRPO's and PPO's setting;
     0.2/0.28 is DAPO's clip-higher (arXiv 2503.14476). No dual clip (not in any of our papers).
+    `horizon` is Dr.GRPO's constant divisor for `sequence_sum_norm` (one value for the batch).
     """
     anchor = logp_rollout if logp_prox is None else logp_prox
     ratio = torch.exp(logp - anchor.detach())
     per_token = _clipped_surrogate(ratio, advantages.detach(), clip_low, clip_high)
-    loss = aggregate(per_token, mask, aggregation)
+    loss = aggregate(per_token, mask, aggregation, horizon=horizon)
     return loss, _clip_stats(ratio, advantages, mask, clip_low, clip_high)
 
 
