@@ -86,3 +86,21 @@ def test_group_algorithms_refuse_single_rollouts():
 
     with pytest.raises(ConfigError, match="'group_size'"):
         load_config(None, ["algorithm=grpo"])
+
+
+@needs_bwrap
+def test_pac_curriculum_state_is_checkpointed_and_resumed(tmp_path):
+    common = [f"output_dir={tmp_path}", "run_name=pac", "curriculum=pac", "episodes_per_step=2",
+              "max_turns=1", "max_new_tokens=8", "checkpoint_every=1"]  # fmt: skip
+    run_dir = train(load_config(None, [*common, "steps=1"]))
+    from tasks import builtin_tasks
+
+    families = {t.family for t in builtin_tasks()}
+    state = json.loads((run_dir / "checkpoints" / "step_000001" / "state.json").read_text())
+    assert set(state["curriculum"]["families"]) == families
+    assert sum(f["count"] > 0 for f in state["curriculum"]["families"].values()) >= 1  # it observed a batch
+    record = json.loads((run_dir / "metrics.jsonl").read_text())
+    assert set(record["curriculum"]) == families
+    train(load_config(None, [*common, "steps=2", f"resume={run_dir / 'checkpoints' / 'step_000001'}"]))
+    resumed = json.loads((run_dir / "checkpoints" / "step_000002" / "state.json").read_text())
+    assert resumed["curriculum"] != state["curriculum"]  # updated after the resumed step

@@ -38,6 +38,9 @@ class TrainConfig(BaseModel):
     decoupled PPO, or the critic-free group methods GRPO, Dr.GRPO and DAPO."""
     group_size: int = Field(default=1, gt=0)
     """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
+    curriculum: Literal["round_robin", "pac"] = "round_robin"
+    """How tasks are picked each step: in turn, or PAC's Thompson sampling over task families
+    (learnability and reward progress; its state is saved in checkpoints)."""
     steps: int = Field(default=4, gt=0)
     """Learner steps to run."""
     episodes_per_step: int = Field(default=3, gt=0)

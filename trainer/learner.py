@@ -305,6 +305,11 @@ class Learner:
             hyper["horizon"] = int(distributed.all_reduce(max(len(t) for t in trajectories) - 1, "max"))
         # Empty micro-batches run the critic too: under FSDP every forward is a collective.
         targets = [(batch, *self.advantages(group, batch)) for group, batch in micro_batches]
+        for (group, _), (batch, advantages, _, _) in zip(micro_batches, targets, strict=True):
+            mask = batch["policy_mask"].float()
+            means = ((advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).tolist()
+            for trajectory, mean in zip(group, means, strict=False):
+                trajectory.info["advantage"] = mean  # curricula read learnability from it
 
         # Policy: one step, gradients accumulated over micro-batches.
         stats_sum: dict[str, float] = {}

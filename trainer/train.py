@@ -29,6 +29,7 @@ from tqdm import tqdm
 from agent_env import GradingError, ToolEnv
 from sandboxes import SandboxError, make_sandbox
 from tasks import Task, load_task_set
+from trainer.algorithms import PACController
 from trainer.config import TrainConfig, load_config
 from trainer.engines import make_engine
 from trainer.learner import Learner
@@ -77,9 +78,8 @@ def train(config: TrainConfig) -> Path:
         temperature=config.temperature,
         aggregation=config.loss_aggregation,
     )
-    start_step = 0
-    if config.resume:
-        start_step = int(learner.load(config.resume).get("step", 0))
+    resumed = learner.load(config.resume) if config.resume else {}
+    start_step = int(resumed.get("step", 0))
     engine = make_engine(config.engine, config.model, seed=config.seed)
     engine.load_weights(learner.engine_weights(), learner.version)
 
@@ -87,11 +87,26 @@ def train(config: TrainConfig) -> Path:
         return make_sandbox(spec, config.sandbox_backend)
 
     order = random.Random(config.seed)
+    by_family: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_family.setdefault(task.family, []).append(task)
+    pac = PACController(sorted(by_family)) if config.curriculum == "pac" else None
+    if pac is not None and resumed.get("curriculum"):
+        pac.load_state_dict(resumed["curriculum"])
+
+    def pick(step: int) -> list[Task]:
+        if pac is None:
+            return [tasks[(step * config.episodes_per_step + i) % len(tasks)] for i in range(config.episodes_per_step)]
+        picked = []
+        for family, count in pac.allocate(config.episodes_per_step, order).items():
+            members = by_family[family]
+            picked += [members[order.randrange(len(members))] for _ in range(count)]
+        return picked
 
     def collect(step: int) -> tuple[list[Trajectory], int]:
         """This step's episodes: `group_size` rollouts of each picked task. Episodes that
         fail for infrastructure reasons are dropped and counted, never scored 0."""
-        picked = [tasks[(step * config.episodes_per_step + i) % len(tasks)] for i in range(config.episodes_per_step)]
+        picked = pick(step)
         order.shuffle(picked)
         trajectories: list[Trajectory] = []
         infra_errors = 0
@@ -118,6 +133,7 @@ def train(config: TrainConfig) -> Path:
                     tqdm.write(f"step {step}: episode of {task.id} dropped (infrastructure): {exc}")
                     continue
                 trajectory.group_id = f"{step}:{index}:{task.id}"
+                trajectory.info["family"] = task.family
                 trajectories.append(trajectory)
         return trajectories, infra_errors
 
@@ -137,6 +153,11 @@ def train(config: TrainConfig) -> Path:
             record: dict = {"step": step + 1, "episodes": len(trajectories), "infra_errors": infra_errors}
             if trajectories:
                 record.update(learner.step(trajectories))
+                if pac is not None:
+                    for family in sorted({t.info["family"] for t in trajectories}):
+                        mine = [t for t in trajectories if t.info["family"] == family]
+                        pac.update(family, [t.info.get("advantage", 0.0) for t in mine], [t.reward for t in mine])
+                    record["curriculum"] = {f: round(pac.posterior(f)[0], 4) for f in pac.families}
                 engine.load_weights(learner.engine_weights(), learner.version)
                 rewards = [t.reward for t in trajectories]
                 record.update(
@@ -155,7 +176,9 @@ def train(config: TrainConfig) -> Path:
             last = step + 1 == config.steps
             if last or (config.checkpoint_every and (step + 1) % config.checkpoint_every == 0):
                 checkpoint = learner.save(
-                    run_dir / "checkpoints" / f"step_{step + 1:06d}", extra={"step": step + 1}, tokenizer=tokenizer
+                    run_dir / "checkpoints" / f"step_{step + 1:06d}",
+                    extra={"step": step + 1, **({"curriculum": pac.state_dict()} if pac else {})},
+                    tokenizer=tokenizer,
                 )
     print(f"run folder: {run_dir}  metrics: {metrics_path}  checkpoint: {checkpoint}")
     return run_dir
