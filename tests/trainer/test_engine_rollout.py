@@ -134,3 +134,29 @@ def test_rows_stop_independently(chat):
         assert out[row].token_ids == expected
         assert out[row].finish_reason == ("stop" if stop in expected else "length")
     assert out[0].finish_reason == "stop"
+
+
+def test_next_turn_reuses_the_prefix_kv_cache(chat):
+    model = load_policy("tiny", seed=0)
+    engine = HFEngine(model)
+    prompt = chat.encode("def add(a, b):\n")
+    first = engine.generate([prompt], max_new_tokens=6, temperature=1.0, seed=1)[0]
+    assert engine.reused_tokens == 0
+    second_prompt = prompt + first.token_ids + chat.encode("\nobservation\n")
+    second = engine.generate([second_prompt], max_new_tokens=6, temperature=1.0, seed=2)[0]
+    assert engine.reused_tokens == len(prompt) + len(first.token_ids) - 1
+    # Reused keys and values give the logprobs a full recomputation gives.
+    ids = torch.tensor([second_prompt + second.token_ids])
+    scored = token_logprobs(model, ids, torch.ones_like(ids))[0, len(second_prompt) - 1 :]
+    assert torch.allclose(scored, torch.tensor(second.logprobs), atol=1e-5)
+    # Branches forked after that turn each start from its cache.
+    reused = engine.reused_tokens
+    branch_point = second_prompt + second.token_ids
+    engine.generate([branch_point + [5]], max_new_tokens=2, temperature=1.0, seed=3)
+    engine.generate([branch_point + [6]], max_new_tokens=2, temperature=1.0, seed=4)
+    assert engine.reused_tokens == reused + 2 * (len(branch_point) - 1)
+    # New weights make every cached key and value stale.
+    engine.load_weights(load_policy("tiny", seed=9).state_dict(), version=1)
+    before = engine.reused_tokens
+    engine.generate([second_prompt + [7]], max_new_tokens=1)
+    assert engine.reused_tokens == before

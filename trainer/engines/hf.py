@@ -4,11 +4,18 @@ A plain incremental-decoding loop over the model's KV cache rather than `model.g
 so the logprob of every sampled token is computed from exactly the distribution it was
 drawn from, with no logits processors in between. Prompts of a batch are left-padded with
 explicit position ids, so a padded row computes what it would compute alone.
+
+Prefix reuse: a single-prompt generation keeps the KV cache of everything it processed, in
+a small LRU keyed by those token ids. The next turn of the same episode, or every branch of
+a tree forked from it, starts from a copy of the longest cached prefix and only computes
+the new tokens. A weight update empties the cache (its keys and values are stale).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
+from collections import OrderedDict
 
 import torch
 
@@ -19,10 +26,18 @@ from trainer.engines.weights import WeightBucket, WeightSyncError, assemble, mak
 class HFEngine:
     """Generates with its own copy of the policy; weight updates publish new versions."""
 
-    def __init__(self, model: torch.nn.Module, *, version: int = 0, pad_id: int = 0) -> None:
+    def __init__(
+        self, model: torch.nn.Module, *, version: int = 0, pad_id: int = 0, prefix_cache_size: int = 16
+    ) -> None:
         self.model = model.eval()
         self.version = version
         self.pad_id = pad_id
+        self.prefix_cache_size = prefix_cache_size
+        self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()
+        self.prompt_tokens = 0
+        """Prompt tokens seen by single-prompt generations."""
+        self.reused_tokens = 0
+        """Of those, tokens whose keys and values came from the prefix cache."""
         # transformers 5 renamed the KV-cache argument and output `past_key_values` -> `cache`.
         self._cache_name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
@@ -39,6 +54,7 @@ class HFEngine:
                 f"weights do not match the engine's model: missing {missing}, unexpected {unexpected}"
             )
         self.version = version
+        self._prefixes.clear()
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         """Convenience for in-process learners: bucket, checksum and apply `state_dict`."""
@@ -58,6 +74,8 @@ class HFEngine:
         if not prompts or any(not p for p in prompts):
             raise ValueError("every prompt must hold at least one token")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        if len(prompts) == 1 and self.prefix_cache_size:
+            return [self._generate_reusing_prefix(prompts[0], max_new_tokens, temperature, stop_token_ids, generator)]
         device = next(self.model.parameters()).device
         width = max(len(p) for p in prompts)
         size = len(prompts)
@@ -106,3 +124,50 @@ class HFEngine:
             Generation(t, lp, self.version, "stop" if t and t[-1] in stop_token_ids else "length")
             for t, lp in zip(tokens, logprobs, strict=True)
         ]
+
+    def _lookup(self, prompt: list[int]) -> tuple[int, object | None]:
+        """The longest cached prefix of `prompt` (shorter than it: the last prompt token must
+        be fed to get logits), as (length, a private copy of its cache)."""
+        best: tuple[int, ...] = ()
+        for key in self._prefixes:
+            if len(best) < len(key) < len(prompt) and tuple(prompt[: len(key)]) == key:
+                best = key
+        if not best:
+            return 0, None
+        self._prefixes.move_to_end(best)
+        return len(best), copy.deepcopy(self._prefixes[best])
+
+    def _generate_reusing_prefix(
+        self, prompt: list[int], max_new_tokens: int, temperature: float, stop_token_ids, generator
+    ) -> Generation:
+        device = next(self.model.parameters()).device
+        start, past = self._lookup(prompt)
+        self.prompt_tokens += len(prompt)
+        self.reused_tokens += start
+        feed = torch.tensor([prompt[start:]], device=device)
+        position = start
+        tokens: list[int] = []
+        logprobs: list[float] = []
+        for _ in range(max_new_tokens):
+            positions = torch.arange(position, position + feed.shape[1], device=device).unsqueeze(0)
+            out = self.model(input_ids=feed, position_ids=positions, use_cache=True, **{self._cache_name: past})
+            past = out[self._cache_name]
+            position += feed.shape[1]
+            logits = out.logits[0, -1].float().cpu()
+            if temperature > 0:
+                log_dist = torch.log_softmax(logits / temperature, dim=-1)
+                token = int(torch.multinomial(log_dist.exp(), 1, generator=generator))
+            else:
+                log_dist = torch.log_softmax(logits, dim=-1)
+                token = int(log_dist.argmax())
+            tokens.append(token)
+            logprobs.append(float(log_dist[token]))
+            if token in stop_token_ids:
+                break
+            feed = torch.tensor([[token]], device=device)
+        # The cache now holds the prompt and every sampled token but the last (never fed).
+        self._prefixes[tuple(prompt + tokens[:-1])] = past
+        while len(self._prefixes) > self.prefix_cache_size:
+            self._prefixes.popitem(last=False)
+        finish = "stop" if tokens and tokens[-1] in stop_token_ids else "length"
+        return Generation(tokens, logprobs, self.version, finish)
