@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from evals.swe import evaluate
 from tests.conftest import needs_bwrap
 from trainer.config import load_config
@@ -80,8 +82,6 @@ def test_group_algorithm_with_value_free_learner_runs(tmp_path):
 
 
 def test_group_algorithms_refuse_single_rollouts():
-    import pytest
-
     from trainer.config import ConfigError
 
     with pytest.raises(ConfigError, match="'group_size'"):
@@ -104,3 +104,16 @@ def test_pac_curriculum_state_is_checkpointed_and_resumed(tmp_path):
     train(load_config(None, [*common, "steps=2", f"resume={run_dir / 'checkpoints' / 'step_000001'}"]))
     resumed = json.loads((run_dir / "checkpoints" / "step_000002" / "state.json").read_text())
     assert resumed["curriculum"] != state["curriculum"]  # updated after the resumed step
+
+
+@needs_bwrap
+@pytest.mark.parametrize(("algorithm", "scorer"), [("sao", "value"), ("grpo", "heuristic")])
+def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, algorithm, scorer):
+    config = load_config(
+        None,
+        [f"output_dir={tmp_path}", f"run_name={algorithm}", f"algorithm={algorithm}", "group_size=2", "steps=1",
+         "episodes_per_step=1", "max_turns=2", "max_new_tokens=8", "rollout=tree", "tree_branches=2",
+         "tree_expand_every=1", f"tree_scorer={scorer}"],
+    )  # fmt: skip
+    record = json.loads((train(config) / "metrics.jsonl").read_text())
+    assert record["episodes"] == 4 and record["version"] == 1  # 2 trees x 2 branches, one group

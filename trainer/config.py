@@ -38,6 +38,18 @@ class TrainConfig(BaseModel):
     decoupled PPO, or the critic-free group methods GRPO, Dr.GRPO and DAPO."""
     group_size: int = Field(default=1, gt=0)
     """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
+    rollout: Literal["linear", "tree"] = "linear"
+    """`linear` episodes, or PATR `tree` rollouts that fork promising branches (one tree per
+    picked task and group member; its branches form one group)."""
+    tree_branches: int = Field(default=4, gt=0)
+    """Tree rollouts: most branches per tree (a hard limit)."""
+    tree_children: int = Field(default=2, ge=2)
+    """Tree rollouts: branches a promising branch splits into."""
+    tree_expand_every: int = Field(default=2, gt=0)
+    """Tree rollouts: turns between scoring rounds."""
+    tree_scorer: Literal["value", "heuristic", "judge"] = "value"
+    """Tree rollouts: who rates branches: the critic (`value`), rules over what the agent saw
+    (`heuristic`), or the policy's own engine as an LLM judge (`judge`)."""
     curriculum: Literal["round_robin", "pac"] = "round_robin"
     """How tasks are picked each step: in turn, or PAC's Thompson sampling over task families
     (learnability and reward progress; its state is saved in checkpoints)."""

@@ -34,7 +34,7 @@ from trainer.config import TrainConfig, load_config
 from trainer.engines import make_engine
 from trainer.learner import Learner
 from trainer.models import ValueModel, load_policy, load_tokenizer
-from trainer.rollout import ChatFormat, run_episode
+from trainer.rollout import ChatFormat, HeuristicScorer, JudgeScorer, ValueScorer, run_episode, run_tree
 from trainer.trajectory import Trajectory
 
 
@@ -44,6 +44,26 @@ def _available(tasks: list[Task]) -> list[Task]:
         reasons = sorted({t.unavailable for t in tasks})
         raise SystemExit(f"no task can run on this machine: {'; '.join(reasons)}")
     return usable
+
+
+def _tree_scorer(name: str, learner: Learner, engine, chat: ChatFormat):
+    """The process scorer for tree rollouts. Its scores only allocate branches."""
+    if name == "heuristic":
+        return HeuristicScorer()
+    if name == "judge":
+        return JudgeScorer(engine, chat)
+    if learner.critic is None:
+        raise SystemExit(f"tree_scorer=value needs a critic; algorithm={learner.algorithm} has none")
+
+    @torch.no_grad()
+    def value_of(sequences: list[list[int]]) -> list[float]:
+        values = []
+        for ids in sequences:
+            tensor = torch.tensor([ids], device=learner.device)
+            values.append(float(learner.critic(tensor, torch.ones_like(tensor))[0, -1]))
+        return values
+
+    return ValueScorer(value_of)
 
 
 def train(config: TrainConfig) -> Path:
@@ -94,6 +114,8 @@ def train(config: TrainConfig) -> Path:
     if pac is not None and resumed.get("curriculum"):
         pac.load_state_dict(resumed["curriculum"])
 
+    scorer = _tree_scorer(config.tree_scorer, learner, engine, chat) if config.rollout == "tree" else None
+
     def pick(step: int) -> list[Task]:
         if pac is None:
             return [tasks[(step * config.episodes_per_step + i) % len(tasks)] for i in range(config.episodes_per_step)]
@@ -118,23 +140,36 @@ def train(config: TrainConfig) -> Path:
                     max_turns=min(config.max_turns, task.limits.max_turns),
                     max_output_chars=config.max_observation_chars,
                 )
+                seed = config.seed * 1_000_003 + step * 1000 + index * config.group_size + member
+                group_id = f"{step}:{index}:{task.id}"
                 try:
-                    trajectory = run_episode(
-                        env,
-                        engine,
-                        chat,
-                        max_new_tokens=config.max_new_tokens,
-                        max_total_tokens=config.max_total_tokens,
-                        temperature=config.temperature,
-                        seed=config.seed * 1_000_003 + step * 1000 + index * config.group_size + member,
-                    )
+                    if config.rollout == "tree":
+                        grown, _ = run_tree(
+                            env, engine, chat, scorer, tree_id=f"{group_id}:{member}",
+                            max_new_tokens=config.max_new_tokens, max_episode_tokens=config.max_total_tokens,
+                            expand_every=config.tree_expand_every, children=config.tree_children,
+                            max_branches=config.tree_branches, temperature=config.temperature, seed=seed,
+                        )  # fmt: skip
+                    else:
+                        grown = [
+                            run_episode(
+                                env,
+                                engine,
+                                chat,
+                                max_new_tokens=config.max_new_tokens,
+                                max_total_tokens=config.max_total_tokens,
+                                temperature=config.temperature,
+                                seed=seed,
+                            )  # fmt: skip
+                        ]
                 except (SandboxError, GradingError) as exc:
                     infra_errors += 1
                     tqdm.write(f"step {step}: episode of {task.id} dropped (infrastructure): {exc}")
                     continue
-                trajectory.group_id = f"{step}:{index}:{task.id}"
-                trajectory.info["family"] = task.family
-                trajectories.append(trajectory)
+                for trajectory in grown:
+                    trajectory.group_id = group_id  # a task's rollouts (and a tree's branches) form one group
+                    trajectory.info["family"] = task.family
+                    trajectories.append(trajectory)
         return trajectories, infra_errors
 
     metrics_path = run_dir / "metrics.jsonl"

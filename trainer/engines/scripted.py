@@ -31,3 +31,24 @@ class ScriptedEngine:
             self.calls += 1
             out.append(Generation(ids, [0.0] * len(ids), self.version, "stop"))
         return out
+
+
+class ReplayEngine:
+    """Replays recorded token ids (and their logprobs), one generation per call: re-running a
+    trajectory's exact actions, e.g. to check that a tree branch equals an independent run."""
+
+    def __init__(self, turns: list[tuple[list[int], list[float]]], *, version: int = 0) -> None:
+        self.turns = list(turns)
+        self.version = version
+        self.calls = 0
+
+    def generate(self, prompts, *, max_new_tokens, temperature=1.0, stop_token_ids=(), seed=None):
+        out = []
+        for _ in prompts:
+            if self.calls >= len(self.turns):
+                raise RuntimeError(f"replay engine ran out of turns after {self.calls}")
+            ids, logprobs = self.turns[self.calls]
+            self.calls += 1
+            finish = "stop" if ids and ids[-1] in stop_token_ids else "length"
+            out.append(Generation(list(ids), list(logprobs), self.version, finish))
+        return out

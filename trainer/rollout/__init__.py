@@ -1,6 +1,16 @@
-"""Episodes as token sequences: chat formatting and the linear rollout."""
+"""Episodes as token sequences: chat formatting, linear rollouts and tree rollouts (PATR)."""
 
 from trainer.rollout.chat import ChatFormat
 from trainer.rollout.episode import run_episode
+from trainer.rollout.tree import HeuristicScorer, JudgeScorer, TreeStats, ValueScorer, is_degenerate, run_tree
 
-__all__ = ["ChatFormat", "run_episode"]
+__all__ = [
+    "ChatFormat",
+    "HeuristicScorer",
+    "JudgeScorer",
+    "TreeStats",
+    "ValueScorer",
+    "is_degenerate",
+    "run_episode",
+    "run_tree",
+]
