@@ -6,15 +6,21 @@ for the values, `critic_steps` critic forward+backward+step) and none of the lea
 machinery (micro-batching, GAE, masking, guards). `ratio` = learner / baseline tokens per
 second (target >= 0.85 on CPU). `weight_sync_ms`: publishing the learner's weights to the
 hf engine (gather the full state, copy into the engine's model, bump the version).
+
+`--gpu` (on a CUDA machine, run by `make gpu-check`): the learner's SAO step on a randomly
+initialised 0.5B model of Qwen2.5-0.5B's shape in bf16, as tokens/s and MFU (model FLOPs:
+6 x parameters per trained token for the policy and 3 critic passes, against `--peak-tflops`).
 """
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import torch
 
-from bench.common import arguments, percentile, report
+from bench.common import RESULTS, percentile, report
 from trainer.engines.hf import HFEngine
 from trainer.learner import SAOLearner, _batch, token_logprobs
 from trainer.models import ValueModel, load_policy
@@ -62,8 +68,63 @@ def baseline_step(policy, critic, policy_opt, critic_opt, batch, critic_steps: i
         critic_opt.step()
 
 
+def gpu_main(args) -> None:
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    from trainer import distributed
+
+    config = Qwen2Config(
+        vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+        num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True, max_position_embeddings=32768,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    policy = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    critic = ValueModel.from_policy(policy)
+    mesh = distributed.init_from_env() if "WORLD_SIZE" in os.environ else None
+    learner = SAOLearner(
+        policy.cuda(), critic.cuda(), pad_id=0, lr=1e-6, token_budget=16384, mesh=mesh, bf16=mesh is not None
+    )
+    trajectories = episodes(count=16, turns=4, action_tokens=128, observation_tokens=128)
+    tokens = sum(len(t) for t in trajectories)
+    parameters = sum(p.numel() for p in policy.parameters())
+    times = []
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mesh is None):
+        for index in range(6):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            learner.step(trajectories)
+            torch.cuda.synchronize()
+            if index >= 2:
+                times.append(time.perf_counter() - start)
+    seconds = percentile(times, 50)
+    # Policy forward+backward (6N) + critic forward for values (2N) + 2 critic steps (12N) per token.
+    flops = (6 + 2 + 12) * parameters * tokens
+    report(
+        "bench.learner --gpu (0.5B, bf16)",
+        {
+            "parameters": parameters,
+            "tokens_per_step": tokens,
+            "tokens_per_s": tokens / seconds,
+            "mfu": flops / seconds / (args.peak_tflops * 1e12),
+            "peak_tflops": args.peak_tflops,
+            "gpu": torch.cuda.get_device_name(),
+        },
+        args.json,
+    )
+
+
 def main() -> None:
-    args = arguments("learner")
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.learner")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--gpu", action="store_true", help="0.5B model on CUDA: tokens/s and MFU")
+    parser.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's dense bf16 peak (H100/H200: 989)")
+    args = parser.parse_args()
+    if args.gpu:
+        args.json = args.json or RESULTS / "learner_gpu.json"
+        return gpu_main(args)
+    args.json = args.json or RESULTS / "learner.json"
     torch.set_num_threads(max(1, torch.get_num_threads()))
     trajectories = episodes(count=8, turns=4, action_tokens=48, observation_tokens=64)
     tokens = sum(len(t) for t in trajectories)

@@ -24,8 +24,12 @@ def make_engine(name: str, model: str, *, seed: int = 0, base_url: str | None = 
 
         return OpenAIEngine(base_url, model)
     if name == "vllm":
-        raise NotImplementedError(
-            "the vllm engine is not built yet (it needs a CUDA GPU and the 'gpu' extra); use engine=hf, "
-            "or serve the model with `vllm serve` and use engine=openai"
-        )
+        try:
+            from trainer.engines.vllm import VLLMEngine
+        except ImportError as exc:
+            raise RuntimeError(
+                f"the vllm engine needs vLLM and a CUDA GPU (pip install '.[gpu]'): {exc}; "
+                "on CPU use engine=hf, or serve the model elsewhere and use engine=openai"
+            ) from exc
+        return VLLMEngine(model)
     raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")
