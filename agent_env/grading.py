@@ -3,8 +3,9 @@
 SWE-bench's contract: start from the pristine workspace, apply the agent's patch, restore
 every file the test patch touches to its pristine state (so edits to those tests are
 undone), apply the test patch, run the test command, and read per-test statuses from the
-log. Resolved means every FAIL_TO_PASS and every PASS_TO_PASS test passed; a test missing
-from the log counts as failed. A broken sandbox or a test run that times out is an
+log. Resolved means every FAIL_TO_PASS and every PASS_TO_PASS test passed (an expected
+failure counts as passed, as in SWE-bench); a test missing from the log, or skipped, counts
+as failed (SWE-bench ignores skipped ones; a reward must not). A broken sandbox or a test run that times out is an
 infrastructure error (`GradingError`), never an unresolved result.
 """
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 from sandboxes import Sandbox, SandboxError, SandboxLimits, SandboxSpec, make_sandbox
 from tasks import Task, prepare_workspace
-from tasks.log_parsers import PASSED, log_parser
+from tasks.log_parsers import PASSED, XFAIL, log_parser
 
 AGENT_PATCH = "/tmp/grading/agent.patch"
 TEST_PATCH = "/tmp/grading/test.patch"
@@ -93,7 +94,9 @@ def grade_patch(
         raise GradingError(f"task {task.id}: test run timed out after {task.limits.grading_timeout_s} s")
     statuses = parser(run.output)
     wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
-    failed = tuple(t for t in wanted if statuses.get(t) != PASSED)
+    # SWE-bench's rule, with one deliberate difference: a SKIPPED required test fails here
+    # (the official harness ignores it), since code under test could raise SkipTest for reward.
+    failed = tuple(t for t in wanted if statuses.get(t) not in (PASSED, XFAIL))
     missing = tuple(t for t in wanted if t not in statuses)
     return GradeResult(
         resolved=not failed,

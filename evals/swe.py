@@ -1,132 +1,337 @@
 """`make eval-swe`: run an agent on SWE tasks, write official predictions, grade, report.
 
-    python -m evals.swe [--model tiny|PATH|gold|empty] [--dataset builtin|PATH.jsonl|verified]
-                        [--instances ID,ID] [--output DIR]
+    python -m evals.swe [--model tiny|PATH|NAME|gold|empty] [--engine hf|openai|vllm]
+                        [--dataset builtin|DIR|PATH.jsonl|verified] [--instances ID,ID]
+                        [--workers N] [--grader auto|project|official] [--output DIR]
+                        [--validate-gold [--reruns N]] [--quarantine PATH]
 
-Writes, in `--output`:
-- `predictions.jsonl`: SWE-bench's format (`instance_id`, `model_name_or_path`, `model_patch`);
-- `results.jsonl`: one line per instance: status (resolved / unresolved / error /
-  empty_patch), turns, tokens, failing tests, the error message;
-- `report.json` and `report.md`: the counts. Errors are infrastructure failures (no
-  environment, a dead sandbox, a test run that timed out) and are never counted as
-  unresolved: the resolved rate is over graded instances and over all instances, both shown.
-
-A rerun with the same `--output` skips instances already in `results.jsonl` (resumable).
-`--model gold` submits each task's gold patch and `--model empty` an empty patch: oracle
-runs that check the grading itself.
+Each instance runs in its own sandbox (`--sandbox local|docker`), on `--workers` threads;
+results are appended to `OUTPUT/results.jsonl` as each finishes, with its trajectory in
+`OUTPUT/trajectories/<id>.json` and its prediction in `OUTPUT/predictions.jsonl`
+(SWE-bench's format). A rerun with the same `--output` skips finished instances
+(resumable) and retries errored ones. Grading: SWE-bench rows go to the official harness
+where it can run (Docker + the instance image, see `evals.official`), everything else to
+the project's sandbox grader, with SWE-bench's verdict rule (`evals.grading`). The report
+(`report.json`, `report.md`, `report.png`) counts resolved / unresolved / empty patch /
+error (infrastructure, never unresolved) per repository and difficulty, with mean turns
+and tokens (`evals.report`). `--model gold` / `--model empty` submit the gold patch or
+nothing: oracle runs that check grading; `--validate-gold` also reruns gold failures and
+quarantines flaky instances (`evals.validate`). `evals/README.md` has the details.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import re
 import sys
 import time
 from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tqdm import tqdm
 
-from agent_env import GradingError, ToolEnv, grade_patch
-from sandboxes import SandboxError
-from tasks import Task, load_task_set
+from agent_env import GradingError
+from evals.grading import verdict
+from evals.official import DEFAULT_NAMESPACE, HarnessCheck, OfficialVerdict, check_harness, run_harness
+from evals.report import build_report, markdown_report, status_of, summarize, write_chart
+from evals.runner import ORACLES, AgentSolver, Attempt, OracleSolver, PredictionsSolver, SandboxFactory, Solver
+from evals.serve import ModelServer, ServeError, free_port, vllm_command
+from evals.store import RunStore, trajectory_name
+from evals.validate import build_quarantine, needs_rerun, read_quarantine, write_quarantine
+from sandboxes import SandboxError, make_sandbox
+from tasks import Task, TaskError, load_task_set
+from trainer.engines.openai import EngineError
 
-ORACLES = ("gold", "empty")
+__all__ = ["evaluate", "main", "markdown_report", "status_of", "summarize"]
 
-
-def _oracle_result(task: Task, model: str) -> dict:
-    patch = task.gold_patch if model == "gold" else ""
-    grade = grade_patch(task, patch)
-    return {"patch": patch, "resolved": grade.resolved, "failed_tests": list(grade.failed), "turns": 0, "tokens": 0}
-
-
-class AgentRunner:
-    """Runs the policy on one task at a time with the `hf` engine."""
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        engine: str,
-        base_url: str | None,
-        tokenizer: str | None,
-        max_turns: int,
-        max_new_tokens: int,
-        max_total_tokens: int,
-        temperature: float,
-        seed: int,
-    ) -> None:
-        from trainer.engines import make_engine
-        from trainer.models import load_tokenizer
-        from trainer.rollout import ChatFormat
-
-        self.chat = ChatFormat(load_tokenizer(tokenizer or model))
-        self.engine = make_engine(engine, model, seed=seed, base_url=base_url)
-        self.max_turns, self.max_new_tokens, self.max_total_tokens = max_turns, max_new_tokens, max_total_tokens
-        self.temperature, self.seed = temperature, seed
-
-    def __call__(self, task: Task, index: int) -> dict:
-        from trainer.rollout import run_episode
-
-        env = ToolEnv(task, max_turns=min(self.max_turns, task.limits.max_turns))
-        trajectory = run_episode(
-            env,
-            self.engine,
-            self.chat,
-            max_new_tokens=self.max_new_tokens,
-            max_total_tokens=self.max_total_tokens,
-            temperature=self.temperature,
-            seed=self.seed + index,
-        )
-        return {
-            "patch": trajectory.info["patch"],
-            "resolved": trajectory.info["resolved"],
-            "turns": trajectory.info["turns"],
-            "tokens": len(trajectory),
-            "end": trajectory.info["end"],
-        }
+GRADERS = ("auto", "project", "official")
+# Failures of the machinery around the model: recorded as errors, never as unresolved.
+INFRA_ERRORS = (SandboxError, GradingError, EngineError, TaskError)
+PENDING = "pending_official"
+LOG_TAIL_CHARS = 4000
 
 
-def status_of(result: dict) -> str:
-    if result.get("error"):
-        return "error"
-    if not result.get("patch", "").strip():
-        return "empty_patch"
-    return "resolved" if result["resolved"] else "unresolved"
+@dataclass(frozen=True)
+class GradePlan:
+    """How one instance is graded: by the `project` sandbox grader, the `official` harness
+    (with an image `namespace`), or not at all (`error`, with the reason)."""
+
+    kind: str
+    reason: str = ""
+    namespace: str | None = None
 
 
-def summarize(results: list[dict]) -> dict:
-    """Counts by status; rates over all instances and over graded ones (errors excluded)."""
-    counts = Counter(r["status"] for r in results)
-    total = len(results)
-    graded = total - counts["error"]
+def is_swebench_row(task: Task) -> bool:
+    return task.grading.log_parser == "swebench" and bool(task.repo)
+
+
+def plan_grading(task: Task, grader: str, harness: HarnessCheck) -> GradePlan:
+    """Pick the grader of one instance; the reason names what is missing when none can."""
+    if task.id in harness.ready and grader in ("auto", "official"):
+        return GradePlan("official", namespace=harness.ready[task.id])
+    if grader == "official":
+        why = harness.not_ready.get(task.id) or "not a SWE-bench row: the official harness grades only those"
+        return GradePlan("error", f"the official harness cannot grade it here: {why}")
+    if task.workspace is not None:
+        return GradePlan("project")
+    reason = task.unavailable or "no workspace"
+    if task.id in harness.not_ready:
+        reason += f"; official harness: {harness.not_ready[task.id]}"
+    return GradePlan("error", reason)
+
+
+def swebench_rows(dataset: str, tasks: list[Task]) -> list[dict]:
+    """The raw rows of the SWE-bench tasks (the official harness needs them whole)."""
+    wanted = {t.id for t in tasks if is_swebench_row(t)}
+    if not wanted:
+        return []
+    from tasks.swebench import HF_DATASETS, read_rows
+
+    source = HF_DATASETS[0] if dataset == "verified" else dataset
+    return [row for _, row in read_rows(source) if row.get("instance_id") in wanted]
+
+
+# -- one instance ---------------------------------------------------------------------------
+
+
+def _base_record(task: Task) -> dict:
+    return {"instance_id": task.id, "repo": task.repo or task.family, "difficulty": task.difficulty}
+
+
+def _grade_fields(task: Task, attempt: Attempt) -> dict:
+    """The project grader's result under SWE-bench's rule (`evals.grading.verdict`)."""
+    grade = attempt.grade
+    assert grade is not None
+    if not grade.patch_applied:
+        return {"resolved": False, "note": "the patch does not apply", "failed_tests": [], "grader": "project"}
+    result = verdict(grade.statuses, task.grading.fail_to_pass, task.grading.pass_to_pass)
+    fields = {
+        "resolved": result.resolved,
+        "grader": "project",
+        "failed_tests": list(result.failed),
+        "missing_tests": list(result.missing),
+    }
+    if result.ignored:
+        fields["ignored_tests"] = list(result.ignored)
+    if grade.resolved != result.resolved:  # agent_env's stricter rule (see evals.grading)
+        fields["agent_env_resolved"] = grade.resolved
+    return fields
+
+
+def _trajectory(task: Task, model: str, record: dict, attempt: Attempt | None, started_at: str) -> dict:
+    grade = attempt.grade if attempt else None
     return {
-        "instances": total,
-        "resolved": counts["resolved"],
-        "unresolved": counts["unresolved"],
-        "empty_patch": counts["empty_patch"],
-        "error": counts["error"],
-        "resolved_rate": counts["resolved"] / total if total else 0.0,
-        "resolved_rate_of_graded": counts["resolved"] / graded if graded else 0.0,
+        "instance_id": task.id,
+        "model": model,
+        "status": record["status"],
+        "resolved": record.get("resolved", False),
+        "grader": record.get("grader"),
+        "error": record.get("error"),
+        "patch": attempt.patch if attempt else "",
+        "turns": record.get("turns", 0),
+        "tokens": record.get("tokens", 0),
+        "policy_tokens": record.get("policy_tokens", 0),
+        "end": record.get("end"),
+        "timings": {
+            "started_at": started_at,
+            "solve_s": attempt.solve_s if attempt else None,
+            "grade_s": attempt.grade_s if attempt else None,
+            "total_s": record["seconds"],
+        },
+        "grade": None
+        if grade is None
+        else {
+            "patch_applied": grade.patch_applied,
+            "failed_tests": record.get("failed_tests", []),
+            "missing_tests": record.get("missing_tests", []),
+            "statuses": grade.statuses,
+            "log_tail": grade.log[-LOG_TAIL_CHARS:],
+        },
+        "transcript": attempt.transcript if attempt else [],
     }
 
 
-def markdown_report(summary: dict, results: list[dict], model: str) -> str:
-    lines = [
-        f"# SWE evaluation: {model}",
-        "",
-        "| instances | resolved | unresolved | empty patch | error | resolved % | resolved % of graded |",
-        "|---|---|---|---|---|---|---|",
-        f"| {summary['instances']} | {summary['resolved']} | {summary['unresolved']} | {summary['empty_patch']} "
-        f"| {summary['error']} | {100 * summary['resolved_rate']:.1f} | {100 * summary['resolved_rate_of_graded']:.1f} |",
-        "",
-        "| instance | status | turns | note |",
-        "|---|---|---|---|",
-    ]
-    for r in results:
-        note = (r.get("error") or "").replace("|", "/").replace("\n", " ")[:120]
-        lines.append(f"| {r['instance_id']} | {r['status']} | {r.get('turns', 0)} | {note} |")
-    return "\n".join(lines) + "\n"
+def attempt_instance(task: Task, index: int, solver: Solver, plan: GradePlan, model: str) -> tuple[dict, dict]:
+    """Solve and (unless the official harness will) grade one instance: its record and its
+    trajectory. Infrastructure failures become an `error` record naming the instance."""
+    record, attempt = _base_record(task), None
+    started, started_at = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
+    try:
+        if plan.kind == "error":
+            raise GradingError(f"task {task.id}: {plan.reason}")
+        if solver.needs_workspace and task.workspace is None:
+            raise GradingError(f"task {task.id}: the agent cannot run: {task.unavailable}")
+        attempt = solver(task, index, grade=plan.kind == "project")
+    except INFRA_ERRORS as exc:
+        record.update(error=str(exc), patch="", resolved=False)
+    except Exception as exc:  # a bug, not infrastructure: stop, but say which instance
+        raise RuntimeError(f"instance {task.id}: {type(exc).__name__}: {exc}") from exc
+    if attempt is not None:
+        record.update(
+            patch=attempt.patch,
+            turns=attempt.turns,
+            tokens=attempt.tokens,
+            policy_tokens=attempt.policy_tokens,
+            end=attempt.end,
+            resolved=False,
+        )
+        if plan.kind == "project":
+            record.update(_grade_fields(task, attempt))
+    record["status"] = status_of(record)
+    if plan.kind == "official" and record["status"] not in ("error", "empty_patch"):
+        record.update(status=PENDING, grader="official")
+    record["seconds"] = round(time.monotonic() - started, 3)
+    record["trajectory"] = f"trajectories/{trajectory_name(task.id)}"
+    return record, _trajectory(task, model, record, attempt, started_at)
+
+
+# -- the pool ----------------------------------------------------------------------------------
+
+
+def _progress_postfix(records: dict[str, dict]) -> dict[str, int]:
+    counts = Counter(r["status"] for r in records.values())
+    return {"resolved": counts["resolved"], "unresolved": counts["unresolved"], "errors": counts["error"]}
+
+
+def run_pool(
+    work: list[tuple[int, Task]],
+    *,
+    solver_factory,
+    plans: dict[str, GradePlan],
+    model: str,
+    workers: int,
+    on_done,
+    progress: tqdm | None = None,
+) -> None:
+    """Run `work` on `workers` threads; `on_done(record, trajectory)` is called in this
+    thread as each instance finishes, so files are written by one thread, in finish order."""
+    if not work:
+        return
+    solver = solver_factory()
+    executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="eval-swe")
+    futures: set[Future] = {
+        executor.submit(attempt_instance, task, index, solver, plans[task.id], model) for index, task in work
+    }
+    try:
+        while futures:
+            finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+            for future in finished:
+                on_done(*future.result())
+                if progress is not None:
+                    progress.update()
+    finally:
+        # On an exception, do not wait for the queue: what finished is already written.
+        executor.shutdown(wait=not futures, cancel_futures=True)
+
+
+# -- official grading --------------------------------------------------------------------------
+
+
+def grade_officially(
+    pending: list[dict],
+    *,
+    rows: list[dict],
+    plans: dict[str, GradePlan],
+    predictions: dict[str, dict],
+    workdir: Path,
+    run_id: str,
+    workers: int,
+    timeout_s: int,
+) -> dict[str, OfficialVerdict]:
+    """Run the official harness on the pending instances' predictions, by image namespace."""
+    verdicts: dict[str, OfficialVerdict] = {}
+    by_namespace: dict[str | None, list[dict]] = {}
+    for record in pending:
+        by_namespace.setdefault(plans[record["instance_id"]].namespace, []).append(predictions[record["instance_id"]])
+    for namespace, batch in by_namespace.items():
+        print(f"official harness: grading {len(batch)} instance(s); log: {workdir / 'harness.log'}", file=sys.stderr)
+        verdicts.update(
+            run_harness(
+                rows,
+                batch,
+                workdir=workdir,
+                run_id=run_id,
+                namespace=namespace,
+                max_workers=workers,
+                timeout_s=timeout_s,
+            )
+        )
+    return verdicts
+
+
+def _apply_official(record: dict, official: OfficialVerdict) -> dict:
+    final = {**record, "status": official.status, "resolved": official.status == "resolved", "grader": "official"}
+    if official.status == "error":
+        final["error"] = f"task {record['instance_id']}: {official.note}"
+    elif official.note:
+        final["note"] = official.note
+    if official.tests_status:
+        final["failed_tests"] = [
+            *official.tests_status.get("FAIL_TO_PASS", {}).get("failure", []),
+            *official.tests_status.get("PASS_TO_PASS", {}).get("failure", []),
+        ]
+    final["official_log_dir"] = official.log_dir
+    return final
+
+
+def _record_official_in_trajectory(store: RunStore, record: dict, official: OfficialVerdict) -> None:
+    path = store.root / record["trajectory"]
+    data = json.loads(path.read_text()) if path.exists() else {"instance_id": record["instance_id"]}
+    data.update(status=record["status"], resolved=record["resolved"], grader="official", error=record.get("error"))
+    data["official"] = {"status": official.status, "note": official.note, "tests_status": official.tests_status}
+    data["official"]["log_dir"] = official.log_dir
+    store.write_trajectory(record["instance_id"], data)
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def _needs_run(record: dict | None, plan: GradePlan, retry_errors: bool) -> bool:
+    """Whether an instance runs (again): not yet run, an error to retry, or left waiting for
+    an official harness that can no longer grade it."""
+    if record is None:
+        return True
+    if record["status"] == PENDING:
+        return plan.kind != "official"
+    return record["status"] == "error" and retry_errors
+
+
+def _run_id(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model).name or "run")[:60]
+
+
+def sandbox_factory(backend: str) -> SandboxFactory | None:
+    """How sandboxes are made: None is the default (local) backend."""
+    return None if backend == "local" else (lambda spec: make_sandbox(spec, backend))
+
+
+def _solver_factory(model: str, sandbox: str, solver: Solver | None, agent_options: dict):
+    """Makes the run's solver on first use (an agent loads its model then, not before)."""
+
+    def make() -> Solver:
+        if solver is not None:
+            return solver
+        if model in ORACLES:
+            return OracleSolver(model, sandbox_factory=sandbox_factory(sandbox))
+        return AgentSolver(model, sandbox_factory=sandbox_factory(sandbox), **agent_options)
+
+    return make
+
+
+def _serve_if_needed(stack: contextlib.ExitStack, *, engine: str, model: str, agent: bool, output: Path,
+                     seed: int, serve_args: str, agent_options: dict) -> None:  # fmt: skip
+    """`--engine vllm`: start `vllm serve` for the run and point the agent's openai engine at it."""
+    if engine != "vllm" or not agent:
+        return
+    port = free_port()
+    command = vllm_command(model, port, seed=seed, extra_args=serve_args)
+    server = stack.enter_context(ModelServer(command, port, output / "vllm.log"))
+    agent_options.update(engine="openai", base_url=server.base_url)
 
 
 def evaluate(
@@ -143,55 +348,175 @@ def evaluate(
     max_total_tokens: int = 16384,
     temperature: float = 0.0,
     seed: int = 0,
+    workers: int = 1,
+    grader: str = "auto",
+    sandbox: str = "local",
+    validate_gold: bool = False,
+    reruns: int = 2,
+    quarantine: Path | None = None,
+    retry_errors: bool = True,
+    harness_namespace: str | None = DEFAULT_NAMESPACE,
+    harness_pull: bool = False,
+    harness_timeout_s: int = 1800,
+    predictions: Path | None = None,
+    serve_args: str = "",
+    solver: Solver | None = None,
+    progress: bool = True,
 ) -> dict:
+    """Evaluate `model` on `dataset`; write the run into `output`; return the summary.
+    `predictions` grades a predictions file instead of running a model; `solver` replaces
+    the model (a test double of the agent)."""
+    if grader not in GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; known: {', '.join(GRADERS)}")
+    if validate_gold:
+        model = "gold"
+    elif predictions is not None:
+        solver = PredictionsSolver(predictions, sandbox_factory=sandbox_factory(sandbox))
+        model = solver.name
+    output = Path(output)
     tasks = load_task_set(dataset, instances)
-    output.mkdir(parents=True, exist_ok=True)
-    results_path, predictions_path = output / "results.jsonl", output / "predictions.jsonl"
-    done: dict[str, dict] = {}
-    if results_path.exists():
-        for line in results_path.read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                done[record["instance_id"]] = record
-    runner = None
-    if model not in ORACLES and any(t.id not in done and t.workspace is not None for t in tasks):
-        runner = AgentRunner(
-            model, engine=engine, base_url=base_url, tokenizer=tokenizer, max_turns=max_turns,
-            max_new_tokens=max_new_tokens, max_total_tokens=max_total_tokens, temperature=temperature, seed=seed,
-        )  # fmt: skip
-    progress = tqdm(tasks, desc="eval-swe", unit="task")
-    with results_path.open("a") as results_file, predictions_path.open("a") as predictions_file:
-        for index, task in enumerate(progress):
-            if task.id in done:
-                continue
-            started = time.monotonic()
-            record: dict = {"instance_id": task.id, "repo": task.repo or task.family, "difficulty": task.difficulty}
-            try:
-                if task.workspace is None:
-                    raise GradingError(f"task {task.id}: {task.unavailable}")
-                outcome = _oracle_result(task, model) if model in ORACLES else runner(task, index)
-                record.update(outcome)
-            except (SandboxError, GradingError) as exc:
-                record.update(error=str(exc), patch="", resolved=False)
-            record["status"] = status_of(record)
-            record["seconds"] = round(time.monotonic() - started, 3)
-            if not record.get("error"):
-                prediction = {"instance_id": task.id, "model_name_or_path": model, "model_patch": record["patch"]}
-                predictions_file.write(json.dumps(prediction) + "\n")
-                predictions_file.flush()
-            results_file.write(json.dumps(record) + "\n")
-            results_file.flush()
-            done[task.id] = record
-            counts = Counter(r["status"] for r in done.values())
-            progress.set_postfix(resolved=counts["resolved"], errors=counts["error"])
-    results = [done[t.id] for t in tasks]
-    summary = summarize(results)
-    (output / "report.json").write_text(json.dumps({"model": model, "dataset": dataset, **summary}, indent=2))
-    (output / "report.md").write_text(markdown_report(summary, results, model))
-    return summary
+    store = RunStore(output)
+    is_agent = solver is None and model not in ORACLES  # a model runs (not oracles, nor a predictions file)
+    run = {"model": model, "dataset": dataset, "engine": engine if is_agent else None, "grader": grader}
+    run.update(workers=workers, sandbox=sandbox, seed=seed, max_turns=max_turns, temperature=temperature)
+    store.write_run_info({**run, "instances": [t.id for t in tasks], "validate_gold": validate_gold})
+
+    rows = swebench_rows(dataset, tasks) if grader != "project" else []
+    harness = check_harness(rows, namespace=harness_namespace, allow_pull=harness_pull) if rows else HarnessCheck()
+    if rows:
+        print(f"official harness: {harness.describe()}", file=sys.stderr)
+    plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
+    agent_options = dict(
+        engine=engine, base_url=base_url, tokenizer=tokenizer, max_turns=max_turns, max_new_tokens=max_new_tokens,
+        max_total_tokens=max_total_tokens, temperature=temperature, seed=seed,
+    )  # fmt: skip
+    make_solver = _solver_factory(model, sandbox, solver, agent_options)
+    official_run = dict(
+        rows=rows, plans=plans, workdir=output / "official", workers=workers, timeout_s=harness_timeout_s
+    )
+
+    records = store.results()
+    work = [(i, t) for i, t in enumerate(tasks) if _needs_run(records.get(t.id), plans[t.id], retry_errors)]
+    with contextlib.ExitStack() as stack:
+        _serve_if_needed(stack, engine=engine, model=model, agent=is_agent and bool(work), output=output, seed=seed,
+                         serve_args=serve_args, agent_options=agent_options)  # fmt: skip
+        _solve(tasks, work, store, records, make_solver=make_solver, plans=plans, model=model, workers=workers,
+               progress=progress)  # fmt: skip
+    _grade_pending(tasks, store, records, model=model, official_run=official_run)
+
+    results = [records[t.id] for t in tasks]
+    quarantine_data = read_quarantine(quarantine) if quarantine else None
+    if validate_gold:
+        quarantine_data = _validate_gold(
+            tasks, results, store=store, reruns=reruns, make_solver=make_solver, plans=plans, official_run=official_run
+        )
+    harness_info = {"summary": harness.describe(), "not_ready": harness.not_ready} if rows else {}
+    report = build_report(
+        results,
+        run=run,
+        quarantine=quarantine_data,
+        gold_failures=(quarantine_data or {}).get("gold_failures") if validate_gold else None,
+        harness=harness_info,
+    )
+    _write_reports(output, report, results, model)
+    return summarize(results, [q["instance_id"] for q in (quarantine_data or {}).get("quarantined", [])])
 
 
-def main(argv: list[str] | None = None) -> None:
+def _solve(
+    tasks: list[Task],
+    work: list[tuple[int, Task]],
+    store: RunStore,
+    records: dict[str, dict],
+    *,
+    make_solver,
+    plans: dict[str, GradePlan],
+    model: str,
+    workers: int,
+    progress: bool,
+) -> None:
+    """Run the instances of `work`, writing each one's trajectory, prediction and record as
+    it finishes, with a progress bar (resolved so far, errors, ETA)."""
+    bar = tqdm(total=len(tasks), initial=len(tasks) - len(work), desc="eval-swe", unit="inst", disable=not progress)
+    bar.set_postfix(_progress_postfix(records))
+
+    def on_done(record: dict, trajectory: dict) -> None:
+        store.write_trajectory(record["instance_id"], trajectory)
+        if record["status"] != "error":
+            store.append_prediction(record["instance_id"], model, trajectory["patch"])
+        store.append_result(record)
+        records[record["instance_id"]] = record
+        bar.set_postfix(_progress_postfix(records))
+
+    try:
+        run_pool(work, solver_factory=make_solver, plans=plans, model=model, workers=workers, on_done=on_done,
+                 progress=bar)  # fmt: skip
+    finally:
+        bar.close()
+        store.compact_predictions([t.id for t in tasks])
+
+
+def _grade_pending(tasks: list[Task], store: RunStore, records: dict[str, dict], *, model: str, official_run: dict):
+    """Grade the instances waiting for the official harness; append their final records."""
+    pending = [records[t.id] for t in tasks if records[t.id]["status"] == PENDING]
+    if not pending:
+        return
+    verdicts = grade_officially(pending, predictions=store.predictions(), run_id=_run_id(model), **official_run)
+    for record in pending:
+        final = _apply_official(record, verdicts[record["instance_id"]])
+        store.append_result(final)
+        _record_official_in_trajectory(store, final, verdicts[record["instance_id"]])
+        records[record["instance_id"]] = final
+
+
+def _validate_gold(
+    tasks: list[Task],
+    results: list[dict],
+    *,
+    store: RunStore,
+    reruns: int,
+    make_solver,
+    plans: dict[str, GradePlan],
+    official_run: dict,
+) -> dict:
+    """Rerun the gold failures `reruns` times; write and return `quarantine.json`."""
+    first = {r["instance_id"]: r for r in results}
+    again = [(i, t) for i, t in enumerate(tasks) if needs_rerun(first[t.id])]
+    outcomes: dict[str, list[str]] = {t.id: [] for _, t in again}
+    for round_number in range(1, reruns + 1) if again else ():
+        round_records: dict[str, dict] = {}
+        bar = tqdm(total=len(again), desc=f"gold rerun {round_number}/{reruns}", unit="inst")
+
+        def keep(record: dict, trajectory: dict, _round: dict = round_records) -> None:
+            _round[record["instance_id"]] = record
+
+        try:
+            run_pool(again, solver_factory=make_solver, plans=plans, model="gold", workers=official_run["workers"],
+                     on_done=keep, progress=bar)  # fmt: skip
+        finally:
+            bar.close()
+        pending = [r for r in round_records.values() if r["status"] == PENDING]
+        if pending:
+            predictions = {t.id: {"instance_id": t.id, "model_name_or_path": "gold", "model_patch": t.gold_patch}
+                           for _, t in again}  # fmt: skip
+            verdicts = grade_officially(
+                pending, predictions=predictions, run_id=f"gold-rerun-{round_number}", **official_run
+            )
+            for record in pending:
+                round_records[record["instance_id"]] = _apply_official(record, verdicts[record["instance_id"]])
+        for instance_id, record in round_records.items():
+            outcomes[instance_id].append(record["status"])
+    data = build_quarantine(first, outcomes, reruns)
+    write_quarantine(store.root, data)
+    return data
+
+
+def _write_reports(output: Path, report: dict, results: list[dict], model: str) -> None:
+    (output / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (output / "report.md").write_text(markdown_report(report, results, model, report))
+    write_chart(report, output / "report.png")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.swe", description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="tiny", help="model name or folder, or gold / empty (oracles)")
     parser.add_argument("--engine", default="hf", choices=["hf", "openai", "vllm"])
@@ -202,28 +527,57 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dataset", default="builtin", help="builtin, a task folder, a SWE-bench .jsonl, or verified")
     parser.add_argument("--instances", default="", help="comma-separated instance ids (default: all)")
     parser.add_argument("--output", default="runs/eval-swe", type=Path)
+    parser.add_argument("--workers", type=int, default=1, help="instances run in parallel (threads)")
+    parser.add_argument("--grader", default="auto", choices=GRADERS, help="auto: official harness where it can run")
+    parser.add_argument("--sandbox", default="local", choices=["local", "docker"], help="where agents and grading run")
+    parser.add_argument("--validate-gold", action="store_true", help="run gold patches; quarantine flaky instances")
+    parser.add_argument("--reruns", type=int, default=2, help="--validate-gold: reruns of each gold failure")
+    parser.add_argument("--quarantine", type=Path, default=None, help="a quarantine.json whose instances are excluded")
+    parser.add_argument("--keep-errors", action="store_true", help="on resume, do not retry errored instances")
+    parser.add_argument("--harness-namespace", default=DEFAULT_NAMESPACE, help="image namespace ('none': local builds)")
+    parser.add_argument("--harness-pull", action="store_true", help="let the official harness pull missing images")
+    parser.add_argument("--harness-timeout", type=int, default=1800, help="official harness: seconds per test run")
+    parser.add_argument("--predictions", type=Path, default=None, help="grade this predictions.jsonl (e.g. OpenHands')")
+    parser.add_argument("--serve-args", default="", help="--engine vllm: extra `vllm serve` arguments")
     parser.add_argument("--max-turns", type=int, default=30)
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--max-total-tokens", type=int, default=16384)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    summary = evaluate(
-        model=args.model,
-        dataset=args.dataset,
-        output=args.output,
-        instances=[i for i in args.instances.split(",") if i] or None,
-        engine=args.engine,
-        base_url=args.base_url,
-        tokenizer=args.tokenizer,
-        max_turns=args.max_turns,
-        max_new_tokens=args.max_new_tokens,
-        max_total_tokens=args.max_total_tokens,
-        temperature=args.temperature,
-        seed=args.seed,
-    )
+    try:
+        summary = evaluate(
+            model=args.model,
+            dataset=args.dataset,
+            output=args.output,
+            instances=[i for i in args.instances.split(",") if i] or None,
+            engine=args.engine,
+            base_url=args.base_url,
+            tokenizer=args.tokenizer,
+            max_turns=args.max_turns,
+            max_new_tokens=args.max_new_tokens,
+            max_total_tokens=args.max_total_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            workers=args.workers,
+            grader=args.grader,
+            sandbox=args.sandbox,
+            validate_gold=args.validate_gold,
+            reruns=args.reruns,
+            quarantine=args.quarantine,
+            retry_errors=not args.keep_errors,
+            harness_namespace=None if args.harness_namespace.lower() == "none" else args.harness_namespace,
+            harness_pull=args.harness_pull,
+            harness_timeout_s=args.harness_timeout,
+            predictions=args.predictions,
+            serve_args=args.serve_args,
+        )
+    except (TaskError, ValueError, NotImplementedError, ServeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, indent=2))
     print(f"predictions: {args.output / 'predictions.jsonl'}  report: {args.output / 'report.md'}")
+    return 0
 
 
 if __name__ == "__main__":

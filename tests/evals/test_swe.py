@@ -1,65 +1,227 @@
+"""`evals.swe`: loading, predictions, trajectories, resume, parallel workers, error accounting,
+report math and files. End-to-end runs use built-in tasks in local sandboxes, with the
+gold/empty oracles or the tiny model for a couple of turns."""
+
+import importlib.util
 import json
 from pathlib import Path
 
-from evals.swe import evaluate, markdown_report, status_of, summarize
+import pytest
+
+from agent_env import GradeResult
+from evals.report import breakdown, build_report, markdown_report, status_of, summarize
+from evals.runner import Attempt
+from evals.swe import evaluate, main
+from sandboxes import SandboxError
+from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+EVAL_TASKS = FIXTURES / "eval_tasks"
+FIVE = [t.id for t in builtin_tasks()[:5]]
+
+
+def _records(run: Path) -> dict[str, dict]:
+    """The last record of each instance in a run's results.jsonl."""
+    records = {}
+    for line in (run / "results.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        records[record["instance_id"]] = record
+    return records
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# -- report math --------------------------------------------------------------------------------
 
 
 def test_status_and_summary_math():
     results = [
-        {"status": status_of({"patch": "diff", "resolved": True})},
-        {"status": status_of({"patch": "diff", "resolved": False})},
-        {"status": status_of({"patch": "  ", "resolved": False})},
-        {"status": status_of({"error": "sandbox died", "patch": "", "resolved": False})},
+        {"instance_id": "a", "status": status_of({"patch": "diff", "resolved": True}), "turns": 4, "tokens": 100},
+        {"instance_id": "b", "status": status_of({"patch": "diff", "resolved": False}), "turns": 2, "tokens": 50},
+        {"instance_id": "c", "status": status_of({"patch": "  ", "resolved": False}), "turns": 6, "tokens": 30},
+        {"instance_id": "d", "status": status_of({"error": "sandbox died", "patch": "", "resolved": False})},
     ]
     assert [r["status"] for r in results] == ["resolved", "unresolved", "empty_patch", "error"]
     summary = summarize(results)
     assert summary["resolved"] == 1 and summary["error"] == 1 and summary["instances"] == 4
     assert summary["resolved_rate"] == 0.25
     assert abs(summary["resolved_rate_of_graded"] - 1 / 3) < 1e-12  # errors are not unresolved
+    assert summary["mean_turns"] == 4.0 and summary["mean_tokens"] == 60.0  # errors did not run
+
+    quarantined = summarize(results, quarantined=["b"])  # left out of every count and rate
+    assert quarantined["quarantined"] == 1 and quarantined["counted"] == 3 and quarantined["unresolved"] == 0
+    assert quarantined["resolved_rate"] == 1 / 3 and quarantined["resolved_rate_of_graded"] == 0.5
+
+
+def test_breakdowns_by_repository_and_difficulty():
+    results = [
+        {"instance_id": "1", "repo": "r/x", "difficulty": "hard", "status": "resolved", "turns": 3},
+        {"instance_id": "2", "repo": "r/x", "difficulty": "easy", "status": "unresolved", "turns": 5},
+        {"instance_id": "3", "repo": "r/y", "difficulty": "easy", "status": "error"},
+    ]
+    by_repo = breakdown(results, "repo")
+    assert list(by_repo) == ["r/x", "r/y"]
+    assert by_repo["r/x"]["resolved_rate"] == 0.5 and by_repo["r/x"]["mean_turns"] == 4.0
+    assert by_repo["r/y"]["error"] == 1 and by_repo["r/y"]["resolved_rate_of_graded"] == 0.0
+    assert list(breakdown(results, "difficulty")) == ["easy", "hard"]  # easy to hard, not by name
+
+
+def test_markdown_report_has_every_section():
+    results = [
+        {"instance_id": "a", "repo": "r/x", "difficulty": "easy", "status": "resolved", "turns": 3},
+        {"instance_id": "b", "repo": "r/y", "difficulty": "hard", "status": "error", "error": "x|y"},
+    ]
+    report = build_report(results, run={"model": "m", "dataset": "d"})
+    text = markdown_report(report, results, "m", report)
+    assert "| a | resolved | 3 |" in text and "| b | error | 0 | x/y |" in text
+    assert "| 2 | 1 | 0 | 0 | 1 | 0 | 50.0 | 100.0 |" in text  # headline: errors are not unresolved
+    assert "## By repository" in text and "| r/x | 1 | 1 | 0 | 0 | 0 | 100.0 |" in text
+    assert "## By difficulty" in text and "| hard | 1 | 0 | 0 | 0 | 1 | 0.0 |" in text
+
+
+# -- loading and honest errors -----------------------------------------------------------------
 
 
 def test_swebench_rows_without_environment_are_errors_not_unresolved(tmp_path):
-    summary = evaluate(model="gold", dataset=str(FIXTURES / "swebench_verified_sample.jsonl"), output=tmp_path)
+    summary = evaluate(
+        model="gold", dataset=str(FIXTURES / "swebench_verified_sample.jsonl"), output=tmp_path, progress=False
+    )
     assert summary["error"] == 4 and summary["unresolved"] == 0
-    results = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    results = _lines(tmp_path / "results.jsonl")
     assert all("environment is not available" in r["error"] for r in results)
-    assert (tmp_path / "predictions.jsonl").read_text() == ""  # nothing was run, nothing predicted
+    assert (tmp_path / "predictions.jsonl").read_text() == ""  # nothing was graded, nothing predicted
     assert "| 4 | 0 | 0 | 0 | 4 |" in (tmp_path / "report.md").read_text()
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert set(report["by_repo"]) == {"django/django", "sympy/sympy", "pytest-dev/pytest", "astropy/astropy"}
+    assert report["by_difficulty"]["easy"]["instances"] == 1  # django-10097 is "<15 min fix"
 
 
 @needs_bwrap
-def test_gold_oracle_resolves_everything_and_predictions_are_official(tmp_path):
-    summary = evaluate(model="gold", dataset="builtin", output=tmp_path)
-    assert summary["resolved"] == summary["instances"] >= 3
-    predictions = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
-    assert len(predictions) == summary["instances"]
+def test_a_test_run_past_its_timeout_is_an_error_and_a_wrong_gold_patch_is_unresolved(tmp_path):
+    summary = evaluate(model="gold", dataset=str(EVAL_TASKS), output=tmp_path, progress=False)
+    records = _records(tmp_path)
+    assert records["clamp-gold-resolves"]["status"] == "resolved"
+    assert records["clamp-gold-does-not-resolve"]["status"] == "unresolved"
+    assert records["clamp-gold-does-not-resolve"]["failed_tests"] == ["tests.test_mathx.ClampTests.test_above"]
+    timed_out = records["clamp-grading-times-out"]
+    assert timed_out["status"] == "error" and "timed out" in timed_out["error"]
+    assert "clamp-grading-times-out" in timed_out["error"]  # errors name the instance
+    assert summary["error"] == 1 and summary["unresolved"] == 1 and summary["resolved_rate_of_graded"] == 0.5
+    predicted = {p["instance_id"] for p in _lines(tmp_path / "predictions.jsonl")}
+    assert predicted == {"clamp-gold-resolves", "clamp-gold-does-not-resolve"}  # no prediction for an error
+
+
+class FailingSolver:
+    """A solver whose infrastructure fails on one instance, or which has a bug."""
+
+    name, needs_workspace = "failing", False
+
+    def __init__(self, fail_on: str, error: Exception) -> None:
+        self.fail_on, self.error = fail_on, error
+
+    def __call__(self, task, index, *, grade):
+        if task.id == self.fail_on:
+            raise self.error
+        return Attempt(patch=task.gold_patch, grade=GradeResult(resolved=True, patch_applied=True, statuses={}))
+
+
+@needs_bwrap
+def test_infrastructure_errors_are_recorded_and_bugs_stop_the_run_naming_the_instance(tmp_path):
+    first, second = FIVE[:2]
+    solver = FailingSolver(second, SandboxError("the sandbox's shell died"))
+    summary = evaluate(
+        model="m", dataset="builtin", instances=[first, second], output=tmp_path / "a", solver=solver, progress=False
+    )
+    assert summary["error"] == 1 and summary["unresolved"] == 1  # (the double's statuses name no test)
+    assert "the sandbox's shell died" in _records(tmp_path / "a")[second]["error"]
+
+    solver = FailingSolver(second, KeyError("a bug"))
+    with pytest.raises(RuntimeError, match=f"instance {second}: KeyError"):
+        evaluate(model="m", dataset="builtin", instances=[first, second], output=tmp_path / "b", solver=solver)
+    assert list(_records(tmp_path / "b")) == [first]  # what finished before is kept
+
+
+# -- predictions, trajectories, resume ----------------------------------------------------------
+
+
+@needs_bwrap
+def test_gold_oracle_resolves_and_writes_official_predictions_and_trajectories(tmp_path):
+    summary = evaluate(model="gold", dataset="builtin", instances=FIVE, output=tmp_path, workers=2, progress=False)
+    assert summary["resolved"] == summary["instances"] == 5
+    predictions = _lines(tmp_path / "predictions.jsonl")
+    assert [p["instance_id"] for p in predictions] == FIVE  # in task order once the run ends
     for prediction in predictions:
         assert set(prediction) == {"instance_id", "model_name_or_path", "model_patch"}
-        assert prediction["model_patch"].startswith("diff --git")
+        assert prediction["model_patch"].startswith("diff --git") and prediction["model_name_or_path"] == "gold"
+    trajectory = json.loads((tmp_path / "trajectories" / f"{FIVE[0]}.json").read_text())
+    assert trajectory["status"] == "resolved" and trajectory["patch"] == predictions[0]["model_patch"]
+    assert trajectory["grade"]["failed_tests"] == [] and trajectory["timings"]["grade_s"] > 0
     report = json.loads((tmp_path / "report.json").read_text())
-    assert report["resolved_rate"] == 1.0
+    assert report["resolved_rate"] == 1.0 and report["graders"] == {"project": 5} and report["workers"] == 2
+    if importlib.util.find_spec("matplotlib"):  # not a declared dependency (yet): the chart is optional
+        png = (tmp_path / "report.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
 
 
 @needs_bwrap
 def test_reruns_skip_finished_instances(tmp_path):
-    from tasks import builtin_tasks
-
-    first, second = (t.id for t in builtin_tasks()[:2])
-    evaluate(model="empty", dataset="builtin", output=tmp_path, instances=[first])
+    first, second = FIVE[:2]
+    evaluate(model="empty", dataset="builtin", output=tmp_path, instances=[first], progress=False)
     before = (tmp_path / "results.jsonl").read_text()
-    summary = evaluate(model="empty", dataset="builtin", output=tmp_path, instances=[first, second])
+    summary = evaluate(model="empty", dataset="builtin", output=tmp_path, instances=[first, second], progress=False)
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert (tmp_path / "results.jsonl").read_text().startswith(before) and len(lines) == 2
     assert summary["instances"] == 2 and summary["empty_patch"] == 2
 
 
-def test_markdown_report_has_a_row_per_instance():
-    results = [
-        {"instance_id": "a", "status": "resolved", "turns": 3},
-        {"instance_id": "b", "status": "error", "error": "x|y"},
-    ]
-    text = markdown_report(summarize(results), results, "m")
-    assert "| a | resolved | 3 |" in text and "| b | error | 0 | x/y |" in text
+@needs_bwrap
+def test_resume_retries_errors_and_survives_a_torn_last_line(tmp_path):
+    first, second, third = FIVE[:3]
+    # A run killed mid-write: an error to retry, a finished instance, half a line.
+    error = {"instance_id": first, "status": "error", "error": "engine went away", "patch": "", "resolved": False}
+    done = {"instance_id": second, "status": "resolved", "resolved": True, "patch": "diff", "turns": 0}
+    (tmp_path / "results.jsonl").write_text(json.dumps(error) + "\n" + json.dumps(done) + "\n" + '{"instance_id": "')
+    (tmp_path / "predictions.jsonl").write_text(
+        json.dumps({"instance_id": second, "model_name_or_path": "gold", "model_patch": "diff"}) + "\n"
+    )
+    summary = evaluate(model="gold", dataset="builtin", instances=[first, second, third], output=tmp_path)
+    records = _records(tmp_path)
+    assert records[first]["status"] == "resolved" and records[third]["status"] == "resolved"
+    assert records[second] == done  # not run again
+    assert summary["resolved"] == 3 and summary["error"] == 0
+    assert [p["instance_id"] for p in _lines(tmp_path / "predictions.jsonl")] == [first, second, third]
+
+
+# -- the agent, in parallel ---------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_parallel_workers_give_the_same_results_as_one(tmp_path):
+    ids = FIVE[:2]
+    options = dict(model="tiny", dataset="builtin", instances=ids, max_turns=2, max_new_tokens=8, progress=False)
+    one = evaluate(output=tmp_path / "one", workers=1, **options)
+    two = evaluate(output=tmp_path / "two", workers=2, **options)
+    assert one == two
+    keys = ("status", "patch", "turns", "tokens", "policy_tokens", "end", "failed_tests")
+    for instance in ids:
+        a, b = _records(tmp_path / "one")[instance], _records(tmp_path / "two")[instance]
+        assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}
+        trajectory = json.loads((tmp_path / "two" / "trajectories" / f"{instance}.json").read_text())
+        assert [m["role"] for m in trajectory["transcript"]][:3] == ["system", "user", "assistant"]
+        assert trajectory["turns"] == 2 and trajectory["policy_tokens"] > 0 and trajectory["end"] == "max_turns"
+        assert trajectory["tokens"] > trajectory["policy_tokens"] and trajectory["timings"]["solve_s"] > 0
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+@needs_bwrap
+def test_command_line_runs_and_bad_input_names_the_file(tmp_path, capsys):
+    code = main(["--model", "gold", "--instances", ",".join(FIVE[:2]), "--output", str(tmp_path), "--workers", "2"])
+    assert code == 0 and json.loads((tmp_path / "report.json").read_text())["resolved"] == 2
+    missing = tmp_path / "nope.jsonl"
+    assert main(["--model", "gold", "--dataset", str(missing), "--output", str(tmp_path / "x")]) == 2
+    assert str(missing) in capsys.readouterr().err

@@ -1,0 +1,200 @@
+"""The numbers of a run, as the leaderboard counts them: JSON, Markdown and a PNG chart.
+
+Every instance has one status:
+- `resolved` / `unresolved`: graded; unresolved includes a patch that does not apply;
+- `empty_patch`: the model submitted nothing (not graded: nothing can resolve);
+- `error`: infrastructure (no environment, a dead sandbox, a test run past its timeout,
+  an inference server that kept failing), never counted as unresolved.
+Quarantined instances (flaky under the gold patch, `--validate-gold`) are listed but left
+out of every count and rate. Rates are shown over all counted instances (what the
+leaderboard reports) and over graded ones (errors excluded).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+STATUSES = ("resolved", "unresolved", "empty_patch", "error")
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+def status_of(result: dict) -> str:
+    """An instance's status from its record (error first: an error has no verdict)."""
+    if result.get("error"):
+        return "error"
+    if not result.get("patch", "").strip():
+        return "empty_patch"
+    return "resolved" if result["resolved"] else "unresolved"
+
+
+def _mean(values: list[float]) -> float:
+    return round(sum(values) / len(values), 2) if values else 0.0
+
+
+def summarize(results: list[dict], quarantined: Iterable[str] = ()) -> dict:
+    """Counts by status; rates over counted instances and over graded ones; mean turns and
+    tokens over instances that ran (errors excluded)."""
+    quarantine = set(quarantined)
+    counted = [r for r in results if r.get("instance_id") not in quarantine]
+    counts = Counter(r["status"] for r in counted)
+    graded = len(counted) - counts["error"]
+    ran = [r for r in counted if r["status"] != "error"]
+    return {
+        "instances": len(results),
+        "counted": len(counted),
+        **{status: counts[status] for status in STATUSES},
+        "quarantined": len(results) - len(counted),
+        "resolved_rate": counts["resolved"] / len(counted) if counted else 0.0,
+        "resolved_rate_of_graded": counts["resolved"] / graded if graded else 0.0,
+        "mean_turns": _mean([r.get("turns", 0) for r in ran]),
+        "mean_tokens": _mean([r.get("tokens", 0) for r in ran]),
+        "mean_policy_tokens": _mean([r.get("policy_tokens", 0) for r in ran]),
+    }
+
+
+def breakdown(results: list[dict], key: str, quarantined: Iterable[str] = ()) -> dict[str, dict]:
+    """`summarize` per value of `key` (`repo`, `difficulty`): difficulties easy to hard,
+    anything else by name."""
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for result in results:
+        groups[str(result.get(key) or "unknown")].append(result)
+    quarantine = set(quarantined)
+    rank = {name: i for i, name in enumerate(DIFFICULTIES)}
+    names = sorted(groups, key=lambda name: (rank.get(name, len(rank)), name))
+    return {name: summarize(groups[name], quarantine) for name in names}
+
+
+def build_report(
+    results: list[dict],
+    *,
+    run: dict,
+    quarantine: dict | None = None,
+    gold_failures: list[dict] | None = None,
+    harness: dict | None = None,
+) -> dict:
+    """Everything `report.json` holds: the run's settings, the summary, the breakdowns, the
+    quarantine and the per-instance statuses."""
+    flaky = [q["instance_id"] for q in (quarantine or {}).get("quarantined", [])]
+    return {
+        **run,
+        **summarize(results, flaky),
+        "by_repo": breakdown(results, "repo", flaky),
+        "by_difficulty": breakdown(results, "difficulty", flaky),
+        "graders": dict(Counter(r.get("grader") or "none" for r in results)),
+        "official_harness": harness or {},
+        "quarantined_instances": (quarantine or {}).get("quarantined", []),
+        "gold_failures": gold_failures or [],
+        "instances_status": {r["instance_id"]: r["status"] for r in results},
+    }
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
+def _group_table(title: str, column: str, groups: dict[str, dict]) -> list[str]:
+    lines = [
+        f"## {title}",
+        "",
+        f"| {column} | instances | resolved | unresolved | empty patch | error | resolved % | mean turns | mean tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, s in groups.items():
+        lines.append(
+            f"| {name} | {s['counted']} | {s['resolved']} | {s['unresolved']} | {s['empty_patch']} | {s['error']} "
+            f"| {_percent(s['resolved_rate'])} | {s['mean_turns']} | {s['mean_tokens']} |"
+        )
+    return [*lines, ""]
+
+
+def markdown_report(summary: dict, results: list[dict], model: str, report: dict | None = None) -> str:
+    """The report as Markdown: the headline table, breakdowns, quarantine and instances."""
+    report = report or {}
+    lines = [f"# SWE evaluation: {model}", ""]
+    settings = [f"{k}: {report[k]}" for k in ("dataset", "engine", "grader", "workers") if report.get(k) is not None]
+    if settings:
+        lines += [" · ".join(settings), ""]
+    lines += [
+        "| instances | resolved | unresolved | empty patch | error | quarantined | resolved % | resolved % of graded |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {summary['instances']} | {summary['resolved']} | {summary['unresolved']} | {summary['empty_patch']} "
+        f"| {summary['error']} | {summary.get('quarantined', 0)} | {_percent(summary['resolved_rate'])} "
+        f"| {_percent(summary['resolved_rate_of_graded'])} |",
+        "",
+        f"Mean turns {summary.get('mean_turns', 0)}, mean tokens {summary.get('mean_tokens', 0)} "
+        f"({summary.get('mean_policy_tokens', 0)} generated) over the instances that ran. Errors are "
+        "infrastructure failures, never counted as unresolved; quarantined instances are left out of every count.",
+        "",
+    ]
+    graders = report.get("graders")
+    if graders:
+        lines += ["Graded by: " + ", ".join(f"{k} {v}" for k, v in sorted(graders.items())), ""]
+    harness = report.get("official_harness") or {}
+    if harness.get("summary"):
+        lines += [f"Official harness: {harness['summary']}", ""]
+    if report.get("by_repo"):
+        lines += _group_table("By repository", "repository", report["by_repo"])
+    if report.get("by_difficulty"):
+        lines += _group_table("By difficulty", "difficulty", report["by_difficulty"])
+    if report.get("quarantined_instances"):
+        lines += ["## Quarantined (flaky: results differ across runs)", "", "| instance | outcomes |", "|---|---|"]
+        lines += [f"| {q['instance_id']} | {', '.join(q['outcomes'])} |" for q in report["quarantined_instances"]]
+        lines.append("")
+    if report.get("gold_failures"):
+        lines += ["## Gold patch does not resolve", "", "| instance | outcomes | failing tests |", "|---|---|---|"]
+        for g in report["gold_failures"]:
+            failing = ", ".join(g.get("failed_tests", [])[:5]) + (" …" if len(g.get("failed_tests", [])) > 5 else "")
+            lines.append(f"| {g['instance_id']} | {', '.join(g['outcomes'])} | {_cell(failing)} |")
+        lines.append("")
+    lines += ["## Instances", "", "| instance | status | turns | note |", "|---|---|---|---|"]
+    for r in results:
+        note = _cell(r.get("error") or r.get("note") or "")[:240]
+        lines.append(f"| {r['instance_id']} | {r['status']} | {r.get('turns', 0)} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_chart(report: dict, path: Path) -> Path | None:
+    """A PNG: stacked status counts per repository and per difficulty. Without matplotlib
+    (not a declared dependency yet) it says so and writes nothing: the numbers are in the
+    JSON and Markdown reports."""
+    try:
+        import matplotlib  # lazy: heavy, and only reports need it
+    except ImportError:
+        print(f"warning: matplotlib is not installed: no chart at {path}", file=sys.stderr)
+        return None
+
+    matplotlib.use("Agg")  # no display; must precede pyplot
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    colors = {"resolved": "#2e7d32", "unresolved": "#c62828", "empty_patch": "#9e9e9e", "error": "#f9a825"}
+    panels = [("by repository", report.get("by_repo", {})), ("by difficulty", report.get("by_difficulty", {}))]
+    height = max(2.5, 0.45 * sum(len(groups) for _, groups in panels) + 1.5)
+    figure, axes = plt.subplots(2, 1, figsize=(8, height), squeeze=False)
+    for axis, (title, groups) in zip(axes[:, 0], panels, strict=True):
+        names = list(groups)
+        left = [0] * len(names)
+        for status in STATUSES:
+            values = [groups[n][status] for n in names]
+            axis.barh(names, values, left=left, color=colors[status], label=status.replace("_", " "))
+            left = [a + b for a, b in zip(left, values, strict=True)]
+        for row, name in enumerate(names):
+            axis.text(left[row], row, f" {_percent(groups[name]['resolved_rate'])}%", va="center", fontsize=8)
+        axis.set_title(f"{report.get('model', '')}: {title}", fontsize=10)
+        axis.invert_yaxis()
+        axis.set_xlabel("instances")
+        axis.set_xlim(0, max(left, default=0) * 1.2 + 1)  # room for the rate labels
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0, 0].legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
