@@ -10,9 +10,11 @@ ENGINE ?= hf
 DATASET ?= builtin
 INSTANCES ?=
 OUTPUT ?= runs/eval-swe
+WORKERS ?= 1
 ARGS ?=
 
 .PHONY: setup test lint train-swe eval-swe bench gpu-check clean
+.PHONY: sandbox-image reap
 
 setup: $(STAMP)
 
@@ -36,10 +38,22 @@ train-swe: setup
 
 eval-swe: setup
 	$(PY) -m evals.swe --model $(MODEL) --engine $(ENGINE) --dataset $(DATASET) \
-	  --instances "$(INSTANCES)" --output $(OUTPUT) $(ARGS)
+	  --instances "$(INSTANCES)" --output $(OUTPUT) --workers $(WORKERS) $(ARGS)
 
 bench: setup
 	$(PY) -m bench.sandbox
+
+# The docker sandboxes' base image (debootstrap + docker import; a no-op when up to date).
+sandbox-image: setup
+	$(PY) -m sandboxes build sandboxes/images/base.yaml
+
+# Remove containers, fork images and directories that dead processes' sandboxes left.
+reap: setup
+	$(PY) -m sandboxes reap
+
+# On a CUDA machine: the gpu test tier and the GPU benchmark, one table at the end.
+gpu-check: setup
+	PY=$(PY) bash scripts/gpu_check.sh
 
 clean:
 	rm -rf runs bench/results .pytest_cache

@@ -10,7 +10,10 @@ import importlib
 
 from sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxLimits, SandboxSpec
 
-BACKENDS = {"local": "sandboxes.local:LocalSandbox"}
+BACKENDS = {
+    "local": "sandboxes.local:LocalSandbox",
+    "docker": "sandboxes.docker_backend:DockerSandbox",
+}
 
 __all__ = [
     "BACKENDS",
@@ -28,4 +31,10 @@ def make_sandbox(spec: SandboxSpec, backend: str = "local") -> Sandbox:
     if backend not in BACKENDS:
         raise SandboxError(f"unknown sandbox backend {backend!r}; known: {', '.join(BACKENDS)}")
     module, name = BACKENDS[backend].split(":")
-    return getattr(importlib.import_module(module), name)(spec)
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except ImportError as exc:  # e.g. the docker SDK, an optional extra
+        raise SandboxError(
+            f"sandbox backend {backend!r} cannot load: {exc} (pip install 'agentic-rl[{backend}]')"
+        ) from exc
+    return cls(spec)

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+DEFAULT_IMAGE = "agentic-rl/base:bookworm"
+"""The docker backend's image when a spec names none (built from sandboxes/images/base.yaml)."""
+
 
 class SandboxError(RuntimeError):
     """The sandbox could not do its job (backend missing, shell died, I/O failed).
@@ -37,6 +40,11 @@ class ExecResult:
     truncated: bool = False
     timed_out: bool = False
     seconds: float = 0.0
+    cause: str | None = None
+    """Why the sandbox stepped in, if it did: "timeout"; "pids" (the process cap was reached,
+    e.g. by a fork bomb, and everything was killed); "file_size" (SIGXFSZ: a file grew past
+    `file_bytes`); "memory" (the out-of-memory killer, where the backend can tell);
+    "background" (the command returned but left processes running, which were killed)."""
 
     @property
     def ok(self) -> bool:
@@ -52,19 +60,31 @@ class SandboxLimits:
     output_bytes: int = 256 * 1024
     """Output kept per command; the rest is drained and dropped, and `truncated` is set."""
     memory_bytes: int = 4 * 1024**3
-    """Address-space limit (RLIMIT_AS) of every process a command starts."""
+    """Address-space limit (RLIMIT_AS) of every process a command starts; the docker backend
+    also caps the container's memory (cgroup, no swap) at this."""
     file_bytes: int = 1024**3
     """Largest file a command may write (RLIMIT_FSIZE)."""
     open_files: int = 1024
     """RLIMIT_NOFILE of every process a command starts."""
+    pids: int = 512
+    """Most processes alive in the sandbox at once, its own shell included. Reaching it
+    kills the running command (`cause="pids"`): the fork-bomb defence. Local: RLIMIT_NPROC
+    under a uid of the sandbox's own (shared with its forks); docker: the pids cgroup."""
+    cpus: float | None = 2.0
+    """CPU share of the sandbox in cores (docker: a CFS quota). None: unlimited. The local
+    backend has no writable cgroup to enforce it with and ignores it."""
+    tmp_bytes: int = 512 * 1024**2
+    """Size of the sandbox's private /tmp (a tmpfs, in memory). Filling it, like filling
+    the workspace's disk, is an infrastructure error (`SandboxError`), not a result."""
 
 
 @dataclass(frozen=True)
 class SandboxSpec:
-    """A sandbox definition: what to copy in, where to run, with which limits.
+    """What a sandbox starts from: files, image, where to run, with which limits.
 
     `workspace` is a host directory copied (never bound) into the sandbox at `workdir`, so
-    nothing the sandbox writes reaches the original.
+    nothing the sandbox writes reaches the original. (YAML sandbox definitions, with build
+    recipes, are read by `sandboxes.images`.)
     """
 
     workspace: Path | None = None
@@ -72,6 +92,14 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     network: bool = False
+    image: str | None = None
+    """Docker image to run (a local tag, a built definition's image, or a registry name such
+    as a SWE-bench instance image). None: the locally built base image. The local backend
+    runs the host's toolchain and ignores it."""
+    user: str | None = None
+    """User to run as in a docker sandbox; None: the image's own USER (non-root in the base
+    image). The local backend runs commands under an unprivileged uid of its own when the
+    host runs it as root, and as the calling user otherwise."""
 
 
 @runtime_checkable

@@ -1,47 +1,66 @@
-"""The `local` backend: a bubblewrap sandbox over a private copy of the workspace.
+"""The `local` backend: bubblewrap over a copy-on-write workspace, no container engine needed.
 
-Isolation: new user, pid, network, ipc and uts namespaces (`--unshare-all`), so no network
-and no view of host processes; the host's /usr, /bin and /lib are mounted read-only for
-the toolchain, the rest of the root is a throwaway tmpfs; only the sandbox's own workspace
-copy is writable and visible from the host. Every command gets rlimits, a wall-clock
-timeout that kills its whole process tree, and an output cap (see `_supervisor.py`).
+Isolation: new pid, network, ipc and uts namespaces, so no network and no view of host
+processes; the host's /usr, /bin and /lib are mounted read-only for the toolchain, the rest
+of the root is a throwaway tmpfs, /tmp is a private size-capped tmpfs, and the workspace is
+the only disk the sandbox can write. Every command gets rlimits, a timeout that kills every
+process it left, an output cap and a process cap (see `_supervisor.py`).
+
+Two layouts:
+- "overlay" (when the host runs this as root, the normal case here): bubblewrap runs without
+  a user namespace, the supervisor mounts the workspace as an overlay (read-only layers +
+  a private upper directory), then drops to a uid of the sandbox's own, so RLIMIT_NPROC
+  holds (it is ignored for uid 0, including root mapped in a user namespace) and nothing
+  in the sandbox keeps a capability. `fork()` copies only the upper directory (what
+  changed since the last fork or start) into a new shared read-only layer; the workspace
+  itself is never copied again.
+- "copy" (not root): bubblewrap in a user namespace over a full copy of the workspace;
+  `fork()` copies it whole. The process cap is then the supervisor's watchdog alone.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
+import functools
 import json
 import os
-import selectors
+import secrets
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 import weakref
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
-from sandboxes.base import ExecResult, SandboxError, SandboxSpec
+from sandboxes import reaper
+from sandboxes._channel import SupervisedSandbox
+from sandboxes.base import SandboxError, SandboxSpec
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.py"
+LAYERS_IN_SANDBOX = "/opt/sandbox/l"
+RW_IN_SANDBOX = "/opt/sandbox/rw"
 # Read-only host paths the toolchain needs; nothing else of the host is visible.
 HOST_RO_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives")
-HOST_RO_FILES = (
-    "/etc/ld.so.cache",
-    "/etc/localtime",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/ssl/certs/ca-certificates.crt",
-)
-PROTOCOL_SLACK_S = 10.0
+HOST_RO_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/ssl/certs/ca-certificates.crt")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Sandbox uids: far above any real account's, one per sandbox family (a sandbox and its forks
+# share files, so they share a uid and hence an RLIMIT_NPROC budget).
+UID_BASE, UID_SPAN = 3_000_000, 1 << 24
+# Beyond this many stacked layers a fork flattens the workspace into one (the overlay
+# mount's option string is one page).
+MAX_LAYERS = 24
+READY_TIMEOUT_S = 30.0
+
+Layout = Literal["overlay", "copy"]
 
 
+@functools.cache
 def bwrap_available() -> str | None:
     """Why bubblewrap cannot run here, or None when it can."""
     if shutil.which("bwrap") is None:
@@ -56,166 +75,353 @@ def bwrap_available() -> str | None:
     return None
 
 
-def _copy_tree(src: Path, dst: Path) -> None:
-    # cp -a keeps modes, symlinks and timestamps; reflinks make it copy-on-write where the
-    # filesystem supports it, and a plain copy elsewhere.
-    result = subprocess.run(["cp", "-a", "--reflink=auto", f"{src}/.", str(dst)], capture_output=True, text=True)
+@functools.cache
+def default_layout() -> Layout:
+    """ "overlay" where this process may mount an overlay in a sandbox (root), else "copy"."""
+    if os.geteuid() != 0:
+        return "copy"
+    with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
+        for name in ("lower", "rw/upper", "rw/work", "mnt"):
+            Path(tmp, name).mkdir(parents=True)
+        script = (
+            f"mount -t overlay overlay -o lowerdir={tmp}/lower,upperdir={tmp}/rw/upper,workdir={tmp}/rw/work {tmp}/mnt"
+        )
+        probe = subprocess.run(
+            ["bwrap", "--bind", "/", "/", "--unshare-pid", "--cap-add", "CAP_SYS_ADMIN", "--die-with-parent"]
+            + ["sh", "-c", script],
+            capture_output=True,
+        )
+    return "overlay" if probe.returncode == 0 else "copy"
+
+
+def _run(args: list[str], what: str) -> None:
+    result = subprocess.run(args, capture_output=True, text=True)
     if result.returncode != 0:
-        raise SandboxError(f"could not copy workspace {src}: {result.stderr.strip()}")
+        raise SandboxError(f"{what}: {result.stderr.strip() or f'{args[0]} exited {result.returncode}'}")
 
 
-def _terminate(proc: subprocess.Popen, root: str) -> None:
+def _copy_tree(src: Path, dst: Path) -> None:
+    # cp -a keeps modes, symlinks, timestamps, xattrs (overlay's opaque marks) and device
+    # nodes (its whiteouts); reflinks make it copy-on-write where the filesystem can.
+    _run(["cp", "-a", "--reflink=auto", f"{src}/.", str(dst)], f"could not copy {src}")
+
+
+class _Layer:
+    """A read-only directory under sandboxes' workspaces; deleted when its last user closes."""
+
+    _lock = threading.Lock()
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.users = 0
+        # Deleted at interpreter exit at the latest, even if a sandbox was never closed.
+        self._finalizer = weakref.finalize(self, _remove_dir, path, os.getpid())
+
+    @classmethod
+    def new(cls) -> _Layer:
+        path = Path(tempfile.mkdtemp(prefix="sandbox-layer-"))
+        reaper.write_owner_file(path)
+        (path / "tree").mkdir()
+        return cls(path)
+
+    @property
+    def tree(self) -> Path:
+        return self.path / "tree"
+
+    def acquire(self) -> _Layer:
+        with self._lock:
+            self.users += 1
+        return self
+
+    def release(self) -> None:
+        with self._lock:
+            self.users -= 1
+            last = self.users == 0
+        if last:
+            self._finalizer()
+
+
+def _remove_dir(path: Path, owner_pid: int) -> None:
+    if os.getpid() == owner_pid:  # never from a forked child of the owner
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _teardown(proc: subprocess.Popen, root: Path, layers: list[_Layer], owner_pid: int) -> None:
+    if os.getpid() != owner_pid:
+        return
     if proc.poll() is None:
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):
+            stream.close()
     shutil.rmtree(root, ignore_errors=True)
+    for layer in layers:
+        layer.release()
 
 
-class LocalSandbox:
-    """A sandbox on bubblewrap. See the module docstring for what is isolated."""
+class _PipeTransport:
+    """The supervisor's stdin and stdout, through bubblewrap."""
 
-    def __init__(self, spec: SandboxSpec, *, _copy_from: Path | None = None) -> None:
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        # poll, not select (fds past 1024 in a busy process) nor epoll (an fd of its own).
+        self.poller = select.poll()
+        self.poller.register(proc.stdout.fileno(), select.POLLIN)
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise SandboxError(f"sandbox shell is gone: {exc}{self.diagnostics()}") from exc
+
+    def recv(self, timeout: float) -> bytes | None:
+        if not self.poller.poll(max(0.0, timeout) * 1000):
+            return None
+        return os.read(self.proc.stdout.fileno(), 1 << 20)
+
+    def diagnostics(self) -> str:
+        try:
+            self.proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return ""
+        os.set_blocking(self.proc.stderr.fileno(), False)
+        try:
+            err = (self.proc.stderr.read() or b"").decode(errors="replace").strip()
+        except OSError:
+            err = ""
+        return f" (status {self.proc.returncode}){': ' + err[-2000:] if err else ''}"
+
+
+class LocalSandbox(SupervisedSandbox):
+    """A sandbox on bubblewrap. See the module docstring for what is isolated and how."""
+
+    def __init__(self, spec: SandboxSpec, *, layout: Layout | None = None, _fork: dict | None = None) -> None:
         reason = bwrap_available()
         if reason:
             raise SandboxError(reason)
         self.spec = spec
-        self._lock = threading.Lock()
-        self._root = tempfile.mkdtemp(prefix="sandbox-")
-        self.workspace_path = Path(self._root) / "workspace"
-        self.workspace_path.mkdir()
-        source = _copy_from or spec.workspace
+        self.layout: Layout = layout or default_layout()
+        self._root = Path(tempfile.mkdtemp(prefix="sandbox-"))
+        reaper.write_owner_file(self._root)
+        self._layers: list[_Layer] = []
+        state = None
         try:
-            if source is not None:
-                if not Path(source).is_dir():
-                    raise SandboxError(f"workspace {source} is not a directory")
-                _copy_tree(Path(source), self.workspace_path)
-            self._proc = subprocess.Popen(
-                self._command(),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
+            if self.layout == "overlay":
+                if _fork is not None:
+                    self.uid, self._layers, state = _fork["uid"], _fork["layers"], _fork["state"]
+                else:
+                    self.uid = UID_BASE + secrets.randbelow(UID_SPAN)
+                    self._layers = [self._base_layer(spec.workspace)]
+                for layer in self._layers:
+                    layer.acquire()
+                upper = self._root / "rw" / "upper"
+                upper.mkdir(parents=True)
+                (self._root / "rw" / "work").mkdir()
+                os.chown(upper, self.uid, self.uid)  # the merged workspace's root takes its owner
+            else:
+                self.uid = os.getuid()
+                workspace = self._root / "workspace"
+                workspace.mkdir()
+                source = _fork["workspace"] if _fork is not None else self._checked_workspace(spec.workspace)
+                state = _fork["state"] if _fork is not None else None
+                if source is not None:
+                    _copy_tree(source, workspace)
+            self._write_identity()
+            info_r, info_w = os.pipe()
+            try:
+                self._proc = subprocess.Popen(
+                    self.bwrap_args(info_fd=info_w) + self._program(state),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    start_new_session=True,
+                    pass_fds=(info_w,),
+                )
+            finally:
+                os.close(info_w)
         except BaseException:
             shutil.rmtree(self._root, ignore_errors=True)
+            for layer in self._layers:
+                layer.release()
             raise
-        self._finalizer = weakref.finalize(self, _terminate, self._proc, self._root)
-        self._buffer = b""
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._proc.stdout, selectors.EVENT_READ)
-        self._call_raw(None, deadline=time.monotonic() + 30)  # the supervisor's "ready"
+        self._info_fd = info_r
+        self._finalizer = weakref.finalize(self, _teardown, self._proc, self._root, self._layers, os.getpid())
+        self._finalizer_info = weakref.finalize(self, os.close, info_r)
+        self._init_channel(_PipeTransport(self._proc), f"local sandbox {self._root.name}", READY_TIMEOUT_S)
 
-    def _command(self) -> list[str]:
+    @staticmethod
+    def _checked_workspace(workspace: Path | None) -> Path | None:
+        if workspace is not None and not Path(workspace).is_dir():
+            raise SandboxError(f"workspace {workspace} is not a directory")
+        return Path(workspace) if workspace is not None else None
+
+    def _base_layer(self, workspace: Path | None) -> _Layer:
+        source = self._checked_workspace(workspace)
+        layer = _Layer.new()
+        try:
+            if source is not None:
+                _copy_tree(source, layer.tree)
+            # Files keep their modes; the owner becomes the sandbox's uid, so that its
+            # commands may change what they could change before.
+            _run(["chown", "-R", "--no-dereference", f"{self.uid}:{self.uid}", str(layer.tree)], "chown workspace")
+        except BaseException:
+            layer.acquire().release()
+            raise
+        return layer
+
+    def _write_identity(self) -> None:
+        # The sandbox sees only its own accounts, not the host's.
+        workdir = self.spec.workdir
+        (self._root / "passwd").write_text(
+            "root:x:0:0:root:/root:/bin/sh\n"
+            f"sandbox:x:{self.uid}:{self.uid}:sandbox:{workdir}:/bin/bash\n"
+            "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        )
+        (self._root / "group").write_text(f"root:x:0:\nsandbox:x:{self.uid}:\nnogroup:x:65534:\n")
+
+    def _program(self, state: dict | None) -> list[str]:
         spec = self.spec
-        config = {
-            "limits": {**asdict(spec.limits), "workdir": spec.workdir},
-            "env": {"PATH": DEFAULT_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", **spec.env},
-            "isolated": True,
+        limits = spec.limits
+        config: dict = {
+            "workdir": spec.workdir,
+            "env": {
+                "PATH": DEFAULT_PATH,
+                "HOME": spec.workdir,
+                "LANG": "C.UTF-8",
+                "USER": "sandbox",
+                **spec.env,
+            },
+            "limits": {
+                "output_bytes": limits.output_bytes,
+                "memory_bytes": limits.memory_bytes,
+                "file_bytes": limits.file_bytes,
+                "open_files": limits.open_files,
+                "pids": limits.pids,
+                "nproc": self.layout == "overlay",
+            },
+            "state": state,
         }
-        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-        return self.bwrap_args() + [python, "-S", SUPERVISOR_IN_SANDBOX, json.dumps(config)]
+        if self.layout == "overlay":
+            config["overlay"] = {
+                "lower": [f"{LAYERS_IN_SANDBOX}/{i}" for i in range(len(self._layers))],
+                "upper": f"{RW_IN_SANDBOX}/upper",
+                "work": f"{RW_IN_SANDBOX}/work",
+            }
+            config["uid"] = config["gid"] = self.uid
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
+        return [python, "-S", SUPERVISOR_IN_SANDBOX, json.dumps(config)]
 
-    def bwrap_args(self) -> list[str]:
+    def bwrap_args(self, info_fd: int | None = None) -> list[str]:
         """The bubblewrap command line (mounts and namespaces) without the program to run."""
         spec = self.spec
         args = ["bwrap"]
-        for path in HOST_RO_PATHS:
-            args += ["--ro-bind-try", path, path]
-        for path in HOST_RO_FILES:
+        # bubblewrap makes the parents of a file it binds mode 0700: readable only by root.
+        for folder in ("/etc", "/etc/ssl", "/etc/ssl/certs", "/opt", "/opt/sandbox"):
+            args += ["--perms", "0755", "--dir", folder]
+        for path in HOST_RO_PATHS + HOST_RO_FILES:
             args += ["--ro-bind-try", path, path]
         args += [
+            "--ro-bind", str(self._root / "passwd"), "/etc/passwd",
+            "--ro-bind", str(self._root / "group"), "/etc/group",
             "--proc", "/proc",
             "--dev", "/dev",
-            "--tmpfs", "/tmp",
-            "--bind", str(self.workspace_path), spec.workdir,
+            "--perms", "1777", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp",
+            "--perms", "1777", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/dev/shm",
             "--ro-bind", str(SUPERVISOR), SUPERVISOR_IN_SANDBOX,
-            "--chdir", spec.workdir,
-            "--unshare-all",
             "--hostname", "sandbox",
             "--die-with-parent",
             "--new-session",
             "--clearenv",
             "--setenv", "PATH", DEFAULT_PATH,
+            "--chdir", "/",
         ]  # fmt: skip
-        if spec.network:
-            args.append("--share-net")
+        if self.layout == "overlay":
+            for i, layer in enumerate(self._layers):  # top-most first, as overlayfs stacks them
+                args += ["--ro-bind", str(layer.tree), f"{LAYERS_IN_SANDBOX}/{i}"]
+            args += ["--bind", str(self._root / "rw"), RW_IN_SANDBOX, "--dir", spec.workdir]
+            # No user namespace: the supervisor mounts the overlay with these capabilities,
+            # then gives them all up with its switch to the sandbox's uid.
+            args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            args += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            if not spec.network:
+                args.append("--unshare-net")
+        else:
+            # Root of a user namespace, but with no capability even there.
+            args += ["--bind", str(self._root / "workspace"), spec.workdir, "--unshare-all", "--cap-drop", "ALL"]
+            if spec.network:
+                args.append("--share-net")
+        if info_fd is not None:
+            args += ["--info-fd", str(info_fd)]
         return args
 
-    # -- the line protocol with the supervisor ------------------------------------------
-    def _call_raw(self, request: dict | None, deadline: float) -> dict:
-        if self._proc.poll() is not None:
-            raise SandboxError(f"sandbox shell is dead (exit {self._proc.returncode}){self._stderr()}")
-        if request is not None:
-            try:
-                self._proc.stdin.write(json.dumps(request).encode() + b"\n")
-                self._proc.stdin.flush()
-            except (BrokenPipeError, OSError) as exc:
-                raise SandboxError(f"sandbox shell is gone: {exc}{self._stderr()}") from exc
-        while b"\n" not in self._buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.close()
-                raise SandboxError("sandbox shell stopped answering; it was killed")
-            if not self._selector.select(timeout=remaining):
-                continue
-            chunk = os.read(self._proc.stdout.fileno(), 1 << 20)
-            if not chunk:
-                self._proc.wait()
-                raise SandboxError(f"sandbox shell exited (status {self._proc.returncode}){self._stderr()}")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        response = json.loads(line)
-        if "error" in response:
-            if response.get("kind") == "os" and response.get("errno") in (28, 122):  # ENOSPC, EDQUOT
-                raise SandboxError(f"sandbox storage full: {response['error']}")
-            raise OSError(response.get("errno") or 0, response["error"])
-        return response
-
-    def _stderr(self) -> str:
-        if self._proc.poll() is None:
-            return ""
-        err = self._proc.stderr.read().decode(errors="replace").strip()
-        return f": {err}" if err else ""
-
-    def _call(self, request: dict, timeout: float) -> dict:
-        with self._lock:
-            if not self._finalizer.alive:
-                raise SandboxError("sandbox is closed")
-            return self._call_raw(request, deadline=time.monotonic() + timeout + PROTOCOL_SLACK_S)
-
-    # -- the Sandbox protocol -----------------------------------------------------------
-    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
-        timeout = self.spec.limits.timeout_s if timeout is None else timeout
-        response = self._call({"op": "exec", "command": command, "timeout": timeout}, timeout)
-        return ExecResult(
-            exit_code=response["exit_code"],
-            output=base64.b64decode(response["output"]).decode("utf-8", errors="replace"),
-            truncated=response["truncated"],
-            timed_out=response["timed_out"],
-            seconds=response["seconds"],
-        )
-
-    def read_file(self, path: str) -> bytes:
-        return base64.b64decode(self._call({"op": "read", "path": path}, 30)["data"])
-
-    def write_file(self, path: str, data: bytes | str) -> None:
-        raw = data.encode() if isinstance(data, str) else data
-        self._call({"op": "write", "path": path, "data": base64.b64encode(raw).decode()}, 30)
-
+    # -- fork and close -------------------------------------------------------------------
     def fork(self) -> LocalSandbox:
-        """A new sandbox over a copy of this workspace, with the same cwd and exports.
+        """A new sandbox over a snapshot of this workspace, with the same cwd and exports.
 
-        Files written outside the workspace (e.g. /tmp) are not carried over.
+        Files written outside the workspace (/tmp) are not carried over. Overlay layout:
+        costs a copy of what changed since this sandbox started or last forked.
         """
         with self._lock:
-            state = self._call_raw({"op": "state"}, deadline=time.monotonic() + 30)
-            child = LocalSandbox(replace(self.spec), _copy_from=self.workspace_path)
-        child._call({"op": "set_state", **state}, 30)
-        return child
+            state = self._state()
+            if self.layout == "copy":
+                return LocalSandbox(
+                    replace(self.spec), layout="copy", _fork={"workspace": self._merged(), "state": state}
+                )
+            if len(self._layers) >= MAX_LAYERS:
+                # Deep fork chains: one layer holding the whole merged workspace.
+                flat = _Layer.new()
+                try:
+                    _copy_tree(self._merged(), flat.tree)
+                except BaseException:
+                    flat.acquire().release()
+                    raise
+                layers = [flat]
+            else:
+                layers = list(self._layers)
+                upper = self._root / "rw" / "upper"
+                if any(upper.iterdir()):
+                    snapshot = _Layer.new()
+                    try:
+                        _copy_tree(upper, snapshot.tree)
+                        os.chown(snapshot.tree, self.uid, self.uid)
+                    except BaseException:
+                        snapshot.acquire().release()
+                        raise
+                    # The parent goes on writing into its upper directory; the child sees the
+                    # snapshot, so neither sees the other's later writes.
+                    layers.insert(0, snapshot)
+            return LocalSandbox(
+                replace(self.spec), layout="overlay", _fork={"uid": self.uid, "layers": layers, "state": state}
+            )
+
+    def _merged(self) -> Path:
+        """The workspace as the sandbox sees it, from the host (through its init's root)."""
+        if self.layout == "copy":
+            return self._root / "workspace"
+        pid = self._sandbox_init_pid()
+        return Path(f"/proc/{pid}/root{self.spec.workdir}")
+
+    @functools.cached_property
+    def _init_info(self) -> dict:
+        os.set_blocking(self._info_fd, False)
+        try:
+            data = os.read(self._info_fd, 4096)
+        except BlockingIOError:
+            data = b""
+        try:
+            return json.loads(data)
+        except ValueError as exc:
+            raise SandboxError(f"{self._name}: bubblewrap gave no child pid ({data!r})") from exc
+
+    def _sandbox_init_pid(self) -> int:
+        return int(self._init_info["child-pid"])
 
     def close(self) -> None:
         self._finalizer()
+        self._finalizer_info()
 
     @property
     def closed(self) -> bool:
@@ -223,6 +429,3 @@ class LocalSandbox:
 
     def __enter__(self) -> LocalSandbox:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -1,12 +1,23 @@
+"""What is particular to the local (bubblewrap) backend; shared behaviour is in
+test_conformance.py."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from sandboxes import SandboxError, SandboxLimits, SandboxSpec, make_sandbox
+from sandboxes import SandboxError, SandboxLimits, SandboxSpec, local, make_sandbox, reaper
+from sandboxes.local import LocalSandbox, default_layout
 from tests.conftest import needs_bwrap
 
 pytestmark = needs_bwrap
+ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not ROOT, reason="the overlay layout needs root")
 
 
 @pytest.fixture
@@ -23,86 +34,9 @@ def sandbox(workspace):
         yield sb
 
 
-def test_exec_reports_output_and_exit_code(sandbox):
-    result = sandbox.exec("cat hello.txt; echo oops >&2; exit 3")
-    assert result.exit_code == 3
-    assert result.output == "hello\noops\n"
-    assert not result.timed_out and not result.truncated
-
-
-def test_cwd_and_exports_carry_over(sandbox):
-    assert sandbox.exec("mkdir -p sub && cd sub && export COLOR=blue").exit_code == 0
-    assert sandbox.exec("pwd; echo $COLOR").output == "/workspace/sub\nblue\n"
-
-
-def test_workspace_is_a_private_copy(sandbox, workspace):
-    sandbox.exec("echo changed > hello.txt; touch new.txt")
-    assert (workspace / "hello.txt").read_text() == "hello\n"
-    assert not (workspace / "new.txt").exists()
-    assert sandbox.read_file("hello.txt") == b"changed\n"
-
-
-def test_timeout_kills_the_whole_process_tree(sandbox):
-    started = time.monotonic()
-    result = sandbox.exec("(trap '' TERM; sleep 100) & sleep 100", timeout=1)
-    assert result.timed_out
-    assert time.monotonic() - started < 3
-    # Nothing the command started is still alive.
-    assert "sleep" not in sandbox.exec("ps -eo comm").output
-
-
-def test_background_process_does_not_outlive_its_command(sandbox):
-    result = sandbox.exec("sleep 60 & echo started")
-    assert result.output == "started\n" and result.seconds < 2
-    assert "sleep" not in sandbox.exec("ps -eo comm").output
-
-
-def test_endless_output_is_capped_and_marked(sandbox):
-    result = sandbox.exec("yes", timeout=1)
-    assert result.truncated and result.timed_out
-    assert len(result.output) == 4096
-
-
-def test_no_network(sandbox):
-    result = sandbox.exec(
-        "python3 -c \"import socket; socket.create_connection(('1.1.1.1', 80), timeout=2)\" 2>&1 | tail -1"
-    )
-    assert "Network is unreachable" in result.output
-
-
-def test_host_files_are_not_visible(sandbox):
-    assert sandbox.exec("ls /root /home /work 2>&1").exit_code != 0
-    assert sandbox.exec("test -e /etc/shadow").exit_code != 0
-
-
-def test_non_utf8_output_is_replaced_not_fatal(sandbox):
-    result = sandbox.exec(r"printf '\xff\xfeok'")
-    assert result.output.endswith("ok") and "\ufffd" in result.output
-
-
-def test_write_and_read_files(sandbox):
-    sandbox.write_file("/workspace/a/b.txt", "text")
-    assert sandbox.exec("cat a/b.txt").output == "text"
-    with pytest.raises(FileNotFoundError):
-        sandbox.read_file("missing.txt")
-
-
-def test_fork_is_independent(sandbox):
-    sandbox.exec("cd /tmp && export X=1")
-    child = sandbox.fork()
-    try:
-        assert child.exec("pwd; echo $X").output == "/tmp\n1\n"
-        child.write_file("/workspace/hello.txt", "child")
-        assert sandbox.read_file("hello.txt") == b"hello\n"
-        sandbox.write_file("/workspace/hello.txt", "parent")
-        assert child.read_file("hello.txt") == b"child"
-    finally:
-        child.close()
-
-
 def test_dead_or_closed_sandbox_raises_sandbox_error(sandbox):
     with pytest.raises(SandboxError, match="exited|dead|gone"):
-        sandbox.exec("kill -9 $PPID")  # the parent of a command is the sandbox's shell
+        sandbox.exec("kill -9 $PPID")  # the parent of a command is the sandbox's supervisor
     with pytest.raises(SandboxError):
         sandbox.exec("true")
     sandbox.close()
@@ -110,11 +44,149 @@ def test_dead_or_closed_sandbox_raises_sandbox_error(sandbox):
         sandbox.exec("true")
 
 
-def test_missing_workspace_is_a_clear_error(tmp_path):
-    with pytest.raises(SandboxError, match="not a directory"):
-        make_sandbox(SandboxSpec(workspace=tmp_path / "nope"))
-
-
 def test_unknown_backend():
     with pytest.raises(SandboxError, match="unknown sandbox backend"):
         make_sandbox(SandboxSpec(), backend="nope")
+
+
+@needs_root
+def test_commands_run_unprivileged_under_a_process_cap(sandbox):
+    # As root, RLIMIT_NPROC is ignored; the sandbox's own uid is what makes it hold.
+    assert default_layout() == "overlay"
+    assert sandbox.exec("id -u").output.strip() == str(sandbox.uid) != "0"
+    assert sandbox.exec("ulimit -u").output.strip() == str(SandboxLimits().pids)
+    assert sandbox.exec("whoami").output == "sandbox\n"
+
+
+@needs_root
+def test_fork_bomb_cannot_exceed_the_cap_on_the_host(workspace):
+    """Measured on the host, not from inside: no more processes of the sandbox's uid than the cap."""
+    with make_sandbox(SandboxSpec(workspace=workspace, limits=SandboxLimits(pids=40))) as sb:
+        peak = 0
+
+        def count() -> int:
+            n = 0
+            for pid in os.listdir("/proc"):
+                try:
+                    if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == sb.uid:
+                        n += 1
+                except OSError:
+                    pass
+            return n
+
+        result_holder = []
+        runner = threading.Thread(
+            target=lambda: result_holder.append(sb.exec("bomb() { bomb | bomb & }; bomb; sleep 30", timeout=8))
+        )
+        runner.start()
+        while runner.is_alive():
+            peak = max(peak, count())
+            time.sleep(0.001)
+        result = result_holder[0]
+        assert result.cause == "pids"
+        assert peak <= 40, f"{peak} processes of the sandbox's uid on the host"
+        assert count() == 1  # the supervisor; the next command gets a fresh shell
+        assert sb.exec("echo ok").output == "ok\n"
+        assert count() == 2
+
+
+@needs_root
+def test_fork_copies_only_what_changed(workspace):
+    big = workspace / "big.bin"
+    big.write_bytes(os.urandom(4 << 20))
+    with make_sandbox(SandboxSpec(workspace=workspace)) as parent:
+        parent.exec("echo edit > small.txt")
+        with parent.fork() as child:
+            layers = [layer.tree for layer in child._layers]
+            assert len(layers) == 2  # the parent's snapshot on top of the shared base
+            assert sorted(p.name for p in layers[0].iterdir()) == ["small.txt"]
+            assert child.read_file("big.bin") == big.read_bytes()
+
+
+@needs_root
+def test_layers_are_removed_with_their_last_user(workspace):
+    parent = make_sandbox(SandboxSpec(workspace=workspace))
+    parent.exec("echo 1 > a.txt")
+    child = parent.fork()
+    paths = [layer.path for layer in child._layers]
+    parent.close()
+    assert all(p.exists() for p in paths)  # the child still stands on them
+    assert child.read_file("a.txt") == b"1\n"
+    child.close()
+    assert not any(p.exists() for p in paths)
+
+
+@needs_root
+def test_deep_fork_chains_are_flattened(workspace, monkeypatch):
+    monkeypatch.setattr(local, "MAX_LAYERS", 3)
+    sandboxes = [make_sandbox(SandboxSpec(workspace=workspace))]
+    try:
+        for i in range(5):
+            sandboxes[-1].exec(f"echo {i} >> log.txt && rm -f gone-{i} && touch gone-{i + 1}")
+            sandboxes.append(sandboxes[-1].fork())
+            assert len(sandboxes[-1]._layers) <= 3
+        last = sandboxes[-1]
+        assert last.read_file("log.txt") == b"0\n1\n2\n3\n4\n"
+        assert last.exec("ls gone-*").output == "gone-5\n"  # whiteouts survived flattening
+        assert sandboxes[0].read_file("log.txt") == b"0\n"
+        assert sandboxes[1].read_file("log.txt") == b"0\n1\n"
+    finally:
+        for sb in sandboxes:
+            sb.close()
+
+
+def test_copy_layout_runs_and_forks(workspace):
+    """The layout used where the host is not root (and so no overlay, no own uid)."""
+    with LocalSandbox(SandboxSpec(workspace=workspace), layout="copy") as sb:
+        sb.exec("echo parent > hello.txt && cd /tmp && export X=1")
+        with sb.fork() as child:
+            assert child.exec("pwd; echo $X").output == "/tmp\n1\n"
+            child.exec("echo child > /workspace/hello.txt")
+            assert sb.read_file("/workspace/hello.txt") == b"parent\n"
+            assert child.read_file("/workspace/hello.txt") == b"child\n"
+        assert (workspace / "hello.txt").read_text() == "hello\n"
+
+
+def test_reaper_removes_directories_of_dead_owners_only(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan = tmp_path / "sandbox-orphan"
+    orphan.mkdir()
+    mine = tmp_path / "sandbox-mine"
+    mine.mkdir()
+    reaper.write_owner_file(mine)
+    who = reaper.owner() | {"pid": str(dead.pid)}
+    (orphan / reaper.OWNER_FILE).write_text(json.dumps(who))
+    recycled = tmp_path / "sandbox-recycled"  # our pid, but another start time: a dead owner
+    recycled.mkdir()
+    (recycled / reaper.OWNER_FILE).write_text(json.dumps(reaper.owner() | {"start": "1"}))
+    assert reaper.reap_local(tmp_path) == 2
+    assert mine.exists() and not orphan.exists() and not recycled.exists()
+
+
+def test_sandbox_dies_with_its_owner(tmp_path):
+    """A SIGKILLed owner leaves no sandbox process behind (bubblewrap --die-with-parent)."""
+    script = (
+        "from sandboxes import make_sandbox, SandboxSpec\n"
+        "sb = make_sandbox(SandboxSpec())\n"
+        "print(sb._proc.pid, flush=True)\n"
+        "sb.exec('sleep 100')\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path.cwd())
+    bwrap_pid = int(owner.stdout.readline())
+    time.sleep(0.3)
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 5
+    while _alive(bwrap_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(bwrap_pid)
+    assert reaper.reap_local() >= 1  # its directory is an orphan now
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead, unreaped
+    except OSError:
+        return False

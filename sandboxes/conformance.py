@@ -1,0 +1,406 @@
+"""What every `Sandbox` backend must do: behaviour checks and attacks, as plain functions.
+
+Each check takes a `Harness` (how to start a sandbox of the backend under test, a scratch
+directory on the host, and how to break the backend from outside) and raises
+AssertionError when the backend falls short. The test suite runs every check over every
+backend (tests/sandboxes/test_conformance.py); a new backend is checked the same way, or
+with `run_checks(harness)`.
+
+Attacks (the `ATTACKS` table) each end within their timeout + 2 s, leave the host as it
+was (the scratch files outside the workspace, the workspace original, nothing new on the
+host), leave the sandbox usable with nothing of the attack still running, and say what
+stopped them (`timed_out`, `truncated`, `cause`, or `SandboxError` for infrastructure).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxLimits, SandboxSpec
+
+GRACE_S = 2.0
+"""How far past its timeout an attack may run (killing, draining, restarting the shell)."""
+# Builtins only, so that counting starts no process of its own.
+COUNT_PROCESSES = "n=0; for p in /proc/[0-9]*; do n=$((n + 1)); done; echo $n"
+
+
+@dataclass
+class Harness:
+    make: Callable[[SandboxSpec], Sandbox]
+    """Start a sandbox of the backend under test."""
+    tmp: Path
+    """A scratch directory on the host, outside every workspace."""
+    break_backend: Callable[[Sandbox], None]
+    """Make the sandbox's machinery fail from outside (kill its process, remove its container)."""
+    limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(output_bytes=4096, timeout_s=20))
+
+    def workspace(self) -> Path:
+        root = self.tmp / f"ws-{uuid.uuid4().hex[:8]}"
+        root.mkdir()
+        (root / "hello.txt").write_text("hello\n")
+        (root / "src").mkdir()
+        (root / "src" / "code.py").write_text("print('hi')\n")
+        return root
+
+    @contextlib.contextmanager
+    def sandbox(self, **limits: object) -> Iterator[Sandbox]:
+        spec = SandboxSpec(workspace=self.workspace(), limits=replace(self.limits, **limits))
+        sandbox = self.make(spec)
+        try:
+            yield sandbox
+        finally:
+            sandbox.close()
+
+
+def _timed(sandbox: Sandbox, command: str, timeout: float) -> tuple[ExecResult, float]:
+    started = time.monotonic()
+    result = sandbox.exec(command, timeout=timeout)
+    elapsed = time.monotonic() - started
+    assert elapsed <= timeout + GRACE_S, f"{command!r} took {elapsed:.1f} s with a timeout of {timeout} s"
+    return result, elapsed
+
+
+def _digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        h.update(str(path.relative_to(root)).encode())
+        if path.is_file() and not path.is_symlink():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def _host_untouched(h: Harness, sandbox: Sandbox) -> Iterator[None]:
+    """The attack leaves the host's files and the sandbox's process table as they were."""
+    sentinel = h.tmp / "host-sentinel"
+    sentinel.mkdir(exist_ok=True)
+    (sentinel / "secret.txt").write_text("host secret\n")
+    before_host = _digest(h.tmp)
+    before_procs = sandbox.exec(COUNT_PROCESSES).output
+    yield
+    assert _digest(h.tmp) == before_host, "files on the host changed"
+    after = sandbox.exec(COUNT_PROCESSES)
+    assert after.ok, f"the sandbox is not usable after the attack: {after}"
+    assert after.output == before_procs, (
+        f"processes left behind: {before_procs.strip()} before, {after.output.strip()} after"
+    )
+
+
+# -- behaviour --------------------------------------------------------------------------------
+def check_output_and_exit_code(h: Harness) -> None:
+    with h.sandbox() as sb:
+        result = sb.exec("cat hello.txt; echo oops >&2; exit 3")
+        assert result.exit_code == 3 and not result.ok
+        assert result.output == "hello\noops\n"
+        assert not result.timed_out and not result.truncated and result.cause is None
+        assert sb.exec("echo still here").output == "still here\n"  # `exit` ended the command only
+
+
+def check_cwd_and_exports_carry_over(h: Harness) -> None:
+    with h.sandbox() as sb:
+        assert sb.exec("mkdir -p sub && cd sub && export COLOR=blue && greet() { echo hi $1; }").ok
+        assert sb.exec("pwd; echo $COLOR").output == "/workspace/sub\nblue\n"
+        assert sb.exec("greet you").output == "hi you\n"  # one shell: functions persist too
+        assert sb.exec("unset COLOR; cd ..").ok
+        assert sb.exec("pwd; echo ${COLOR:-unset}").output == "/workspace\nunset\n"
+
+
+def check_state_survives_a_killed_shell(h: Harness) -> None:
+    with h.sandbox() as sb:
+        sb.exec("cd src && export KEEP=1")
+        assert sb.exec("sleep 30", timeout=0.5).timed_out  # kills the shell itself
+        assert sb.exec("kill -9 $$").exit_code == 137
+        assert sb.exec("set -e; false").exit_code == 1
+        assert sb.exec("pwd; echo $KEEP").output == "/workspace/src\n1\n"
+
+
+def check_spec_env_and_workdir(h: Harness) -> None:
+    spec = SandboxSpec(workspace=h.workspace(), env={"GREETING": "hello there"}, limits=h.limits)
+    with h.make(spec) as sb:
+        assert sb.exec('pwd; echo "$GREETING"').output == "/workspace\nhello there\n"
+
+
+def check_stdin_is_empty(h: Harness) -> None:
+    with h.sandbox() as sb:
+        result, elapsed = _timed(sb, "cat; read x; echo done", timeout=5)
+        assert result.output == "done\n" and elapsed < 2
+
+
+def check_workspace_is_a_private_copy(h: Harness) -> None:
+    spec = SandboxSpec(workspace=h.workspace(), limits=h.limits)
+    with h.make(spec) as sb:
+        sb.exec("echo changed > hello.txt; touch new.txt; rm -r src")
+        assert (spec.workspace / "hello.txt").read_text() == "hello\n"
+        assert not (spec.workspace / "new.txt").exists() and (spec.workspace / "src" / "code.py").exists()
+        assert sb.read_file("hello.txt") == b"changed\n"
+
+
+def check_write_and_read_files(h: Harness) -> None:
+    with h.sandbox() as sb:
+        sb.write_file("/workspace/a/b.txt", "text")
+        sb.write_file("bin.dat", bytes(range(256)))
+        assert sb.exec("cat a/b.txt").output == "text"
+        assert sb.read_file("bin.dat") == bytes(range(256))
+        assert sb.exec("echo more >> a/b.txt").ok  # the sandbox's user owns what it was given
+        try:
+            sb.read_file("missing.txt")
+        except FileNotFoundError:
+            pass
+        else:
+            raise AssertionError("reading a missing file did not raise FileNotFoundError")
+
+
+def check_limits_are_applied(h: Harness) -> None:
+    with h.sandbox(file_bytes=8 * 1024 * 1024, open_files=256, memory_bytes=1 << 30) as sb:
+        out = sb.exec("ulimit -f; ulimit -n; ulimit -v").output.split()
+        assert out == [str(8 * 1024 * 1024 // 1024), "256", str((1 << 30) // 1024)], out
+        capabilities = sb.exec("grep CapEff /proc/self/status").output.split()[1]
+        assert int(capabilities, 16) == 0, f"commands hold capabilities {capabilities}"
+
+
+def check_fork_is_independent(h: Harness) -> None:
+    with h.sandbox() as sb:
+        sb.exec("cd src && export X=1 && echo parent-before > ../state.txt")
+        with sb.fork() as child:
+            assert child.exec("pwd; echo $X; cat ../state.txt").output == "/workspace/src\n1\nparent-before\n"
+            child.write_file("/workspace/hello.txt", "child")
+            sb.write_file("/workspace/state.txt", "parent-after")
+            child.exec("rm code.py")
+            assert sb.read_file("hello.txt") == b"hello\n"
+            assert child.read_file("state.txt") == b"parent-before\n"
+            assert sb.exec("test -f code.py").ok and not child.exec("test -f code.py").ok
+            with child.fork() as grandchild:
+                grandchild.exec("echo grandchild > /workspace/hello.txt")
+                assert child.read_file("hello.txt") == b"child"
+                assert grandchild.read_file("state.txt") == b"parent-before\n"
+                assert not grandchild.exec("test -f code.py").ok
+            assert sb.read_file("hello.txt") == b"hello\n"
+
+
+def check_many_forks_of_one_parent(h: Harness) -> None:
+    with h.sandbox() as sb:
+        children = []
+        try:
+            for i in range(3):
+                sb.exec(f"echo {i} > count.txt")
+                children.append(sb.fork())
+            assert [c.read_file("count.txt") for c in children] == [b"0\n", b"1\n", b"2\n"]
+        finally:
+            for child in children:
+                child.close()
+        assert sb.read_file("count.txt") == b"2\n"
+
+
+def check_close_is_idempotent_and_final(h: Harness) -> None:
+    with h.sandbox() as sb:
+        sb.close()
+        sb.close()
+        try:
+            sb.exec("true")
+        except SandboxError as exc:
+            assert "closed" in str(exc)
+        else:
+            raise AssertionError("a closed sandbox ran a command")
+
+
+def check_missing_workspace_is_a_clear_error(h: Harness) -> None:
+    try:
+        h.make(SandboxSpec(workspace=h.tmp / "no-such-dir"))
+    except SandboxError as exc:
+        assert "no-such-dir" in str(exc)
+    else:
+        raise AssertionError("a missing workspace was accepted")
+
+
+def check_backend_failure_is_a_sandbox_error(h: Harness) -> None:
+    """A sandbox whose machinery dies raises SandboxError, never returns a result."""
+    with h.sandbox() as sb:
+        h.break_backend(sb)
+        for _ in range(2):
+            try:
+                result = sb.exec("echo alive")
+            except SandboxError:
+                continue
+            raise AssertionError(f"a dead sandbox answered: {result}")
+
+
+# -- attacks ------------------------------------------------------------------------------------
+def attack_fork_bomb(h: Harness) -> None:
+    """The classic bomb backgrounds itself: the command returns, the bomb is swept away."""
+    with h.sandbox(pids=64) as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, ":(){ :|:& };:", timeout=10)
+        assert result.cause in ("background", "pids"), result
+
+
+def attack_fork_bomb_held(h: Harness) -> None:
+    """A bomb the command waits on: the process cap is hit, and the command killed for it."""
+    with h.sandbox(pids=64) as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, "bomb() { bomb | bomb & }; bomb; sleep 30", timeout=10)
+        assert result.cause == "pids" and not result.ok, result
+
+
+def attack_endless_output(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, "yes", timeout=1)
+        assert result.timed_out and result.truncated and result.cause == "timeout"
+        assert len(result.output) == h.limits.output_bytes
+
+
+def attack_huge_file(h: Harness) -> None:
+    cap = 16 * 1024 * 1024
+    with h.sandbox(file_bytes=cap) as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, "head -c 10G /dev/zero > big.bin", timeout=20)
+        assert result.cause == "file_size" and not result.ok, result
+        assert int(sb.exec("stat -c %s big.bin").output) <= cap
+
+
+def attack_sleep_forever(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, "sleep infinity", timeout=1)
+        assert result.timed_out and result.cause == "timeout" and not result.ok
+
+
+def attack_ignores_sigterm(h: Harness) -> None:
+    program = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, f"trap '' TERM; python3 -c '{program}' & (trap '' TERM; sleep 1000)", timeout=1)
+        assert result.timed_out and result.cause == "timeout"
+
+
+def attack_background_left_running(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        result, elapsed = _timed(
+            sb, "nohup sleep 1000 >/dev/null 2>&1 & (setsid sleep 1000 &); disown -a; echo started", timeout=10
+        )
+        assert result.output == "started\n" and result.cause == "background" and elapsed < 2
+
+
+def attack_network(h: Harness) -> None:
+    with socket.socket() as server:  # a service on the host's loopback
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        program = (
+            "import socket\n"
+            "for host in ('1.1.1.1', '127.0.0.1', '10.0.2.2'):\n"
+            "    try:\n"
+            f"        socket.create_connection((host, {port} if host == '127.0.0.1' else 80), timeout=2); print('open', host)\n"
+            "    except OSError as exc:\n"
+            "        print('blocked', host, exc)\n"
+        )
+        with h.sandbox() as sb, _host_untouched(h, sb):
+            sb.write_file("/tmp/net.py", program)
+            result, _ = _timed(sb, "python3 /tmp/net.py; getent hosts example.com || echo no-dns", timeout=15)
+        server.setblocking(False)
+        try:
+            server.accept()
+        except BlockingIOError:
+            pass  # nobody connected
+        else:
+            raise AssertionError("the sandbox reached a service on the host's loopback")
+    assert "open" not in result.output and "no-dns" in result.output, result.output
+
+
+def attack_read_host_files(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        secret = h.tmp / "host-sentinel" / "secret.txt"
+        result, _ = _timed(sb, f"cat {secret} /etc/shadow /root/.bashrc 2>&1; ls /home /root /work 2>&1", timeout=10)
+        assert "host secret" not in result.output
+        assert not sb.exec(f"test -e {h.tmp}").ok, "the host's scratch directory is visible"
+        assert not sb.exec("test -r /etc/shadow").ok
+
+
+def attack_docker_socket(h: Harness) -> None:
+    program = (
+        "import socket\n"
+        "for path in ('/var/run/docker.sock', '/run/docker.sock', '/run/containerd/containerd.sock'):\n"
+        "    try:\n"
+        "        s = socket.socket(socket.AF_UNIX); s.connect(path); print('open', path)\n"
+        "    except OSError as exc:\n"
+        "        print('blocked', path, exc.strerror)\n"
+    )
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        sb.write_file("/tmp/sock.py", program)
+        result, _ = _timed(sb, "python3 /tmp/sock.py", timeout=10)
+        assert "open" not in result.output and result.output.count("blocked") == 3, result.output
+
+
+def attack_write_outside_workdir(h: Harness) -> None:
+    marker = f"escape-{uuid.uuid4().hex[:8]}"
+    targets = ["/", "/etc/", "/usr/", "/usr/local/bin/", "/opt/", "/var/", f"{h.tmp}/"]
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        for target in targets:
+            result, _ = _timed(sb, f"echo x > {target}{marker} 2>&1", timeout=10)
+            if result.ok:  # some roots are the sandbox's own (never the host's): gone with it
+                sb.exec(f"rm -f {target}{marker}")
+        assert sb.exec(f"echo x > /tmp/{marker}").ok, "the private /tmp is not writable"
+    for target in targets + ["/tmp/"]:
+        assert not Path(f"{target}{marker}").exists(), f"the sandbox wrote {target}{marker} on the host"
+
+
+def attack_closes_stdout_early(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        result, elapsed = _timed(sb, "exec 1>&- 2>&-; sleep 0.3; exit 4", timeout=5)
+        assert result.exit_code == 4 and elapsed < 2
+        result, _ = _timed(sb, "python3 -c 'import os, time; os.close(1); os.close(2); time.sleep(0.2)'; echo after", 5)
+        assert result.output == "after\n"
+        assert sb.exec("echo visible").output == "visible\n"
+
+
+def attack_binary_output(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, r"head -c 100000 /dev/urandom; printf '\x00\xff\xfe tail'", timeout=10)
+        assert isinstance(result.output, str) and result.truncated
+        assert len(result.output.encode("utf-8", "surrogatepass")) >= 1000
+        result = sb.exec(r"printf '\xff\xfeok\x00end'")
+        assert result.output.endswith("ok\x00end") and "\ufffd" in result.output
+
+
+def attack_memory_hog(h: Harness) -> None:
+    with h.sandbox(memory_bytes=512 * 1024 * 1024) as sb, _host_untouched(h, sb):
+        result, _ = _timed(sb, "python3 -c 'x = bytearray(4 * 1024**3)'", timeout=20)
+        assert not result.ok and "MemoryError" in result.output, result
+
+
+def attack_fill_tmp(h: Harness) -> None:
+    """ENOSPC is an infrastructure error, never a command result."""
+    with h.sandbox(tmp_bytes=8 * 1024 * 1024) as sb:
+        try:
+            result = sb.exec("head -c 64M /dev/zero > /tmp/fill", timeout=20)
+        except SandboxError as exc:
+            assert "full" in str(exc) and "/tmp" in str(exc)
+        else:
+            raise AssertionError(f"a full /tmp came back as a result: {result}")
+        sb.exec("rm -f /tmp/fill")
+        try:
+            sb.write_file("/tmp/big.bin", b"\0" * (16 * 1024 * 1024))
+        except SandboxError as exc:
+            assert "full" in str(exc) or "No space" in str(exc)
+        else:
+            raise AssertionError("writing past a full /tmp did not raise SandboxError")
+
+
+CHECKS: dict[str, Callable[[Harness], None]] = {
+    name.removeprefix("check_"): fn for name, fn in globals().items() if name.startswith("check_")
+}
+ATTACKS: dict[str, Callable[[Harness], None]] = {
+    name.removeprefix("attack_"): fn for name, fn in globals().items() if name.startswith("attack_")
+}
+
+
+def run_checks(harness: Harness) -> dict[str, str]:
+    """Run every check and attack; the failures, by name (empty: the backend conforms)."""
+    failures = {}
+    for name, check in {**CHECKS, **{f"attack_{k}": v for k, v in ATTACKS.items()}}.items():
+        try:
+            check(harness)
+        except Exception as exc:  # noqa: BLE001 - report every failure, not just the first
+            failures[name] = f"{type(exc).__name__}: {exc}"
+    return failures

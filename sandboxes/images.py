@@ -1,0 +1,391 @@
+"""Sandbox definitions (YAML) and the images they name or build.
+
+A definition says what a sandbox starts from and how it is limited:
+
+    name: pytest-box                  # optional; default: the file's stem
+    image: agentic-rl/base:bookworm   # an image to run as is (a local tag or a registry
+                                      # name, e.g. a SWE-bench instance image) ...
+    build:                            # ... or a recipe to build one locally
+      base: agentic-rl/base:bookworm  #   FROM this image, or from a fresh Debian:
+      # debootstrap: {suite: bookworm, variant: minbase, include: [python3, git]}
+      setup:                          #   run as root, with the network, in order
+        - apt-get update && apt-get install -y --no-install-recommends make
+      env: {PIP_NO_CACHE_DIR: "1"}    #   baked into the image
+      user: sandbox                   #   the user sandboxes run as
+    tag: agentic-rl/pytest-box:latest # the built image's name (default agentic-rl/NAME:latest)
+    workspace: files/                 # copied in at `workdir`; relative to this file
+    workdir: /workspace
+    env: {PYTHONDONTWRITEBYTECODE: "1"}
+    network: false
+    limits: {timeout_s: 60, pids: 256, memory_bytes: 2G, tmp_bytes: 256M}
+
+`python -m sandboxes build DEF` builds the recipe. Built images are cached by the content
+hash of the recipe (and of the base image's id): the hash is a label on the image, and
+building an unchanged definition finds it and does nothing. The shipped `images/base.yaml`
+is the local base image: debootstrap + `docker import`, because no registry is reachable
+here; where one is, `image:` can name any published image instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sandboxes.base import DEFAULT_IMAGE, SandboxError, SandboxLimits, SandboxSpec
+
+RECIPE_FORMAT = 1
+"""Bumped when the way a recipe becomes an image changes, so old builds are not reused."""
+HASH_LABEL = "io.agentic-rl.definition-hash"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+
+
+class DefinitionError(SandboxError):
+    """A sandbox definition is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Debootstrap:
+    """A Debian root file system from scratch (the base image where no registry is reachable)."""
+
+    suite: str = "bookworm"
+    variant: str = "minbase"
+    include: tuple[str, ...] = ("python3", "git")
+    mirror: str | None = None
+    """The Debian mirror; None: the one apt's own sources name on this machine. Not part of
+    the content hash (every mirror serves the same suite)."""
+
+
+@dataclass(frozen=True)
+class BuildRecipe:
+    """How to build a sandbox image: a base (an image, or debootstrap) plus setup steps."""
+
+    base: str | None = None
+    debootstrap: Debootstrap | None = None
+    setup: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+
+
+@dataclass(frozen=True)
+class SandboxDefinition:
+    """A parsed sandbox definition; `spec()` is what a backend starts from."""
+
+    path: Path
+    name: str
+    image: str | None = None
+    build: BuildRecipe | None = None
+    tag: str | None = None
+    workspace: Path | None = None
+    workdir: str = "/workspace"
+    env: dict[str, str] = field(default_factory=dict)
+    network: bool = False
+    user: str | None = None
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+    @property
+    def image_name(self) -> str:
+        """The image a docker sandbox of this definition runs."""
+        if self.image:
+            return self.image
+        if self.build is not None:
+            return self.tag or f"agentic-rl/{self.name}:latest"
+        return DEFAULT_IMAGE
+
+    def spec(self) -> SandboxSpec:
+        return SandboxSpec(
+            workspace=self.workspace,
+            workdir=self.workdir,
+            env=dict(self.env),
+            limits=self.limits,
+            network=self.network,
+            image=self.image_name,
+            user=self.user,
+        )
+
+
+# -- parsing ----------------------------------------------------------------------------------
+def parse_size(value: Any, where: str) -> int:
+    """Bytes from an int or a string such as "512M", "4G", "1.5GiB" (binary units)."""
+    if isinstance(value, bool):
+        raise DefinitionError(f"{where}: expected a size, got {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise DefinitionError(f"{where}: expected a size such as 4096, 512M or 4G, got {value!r}")
+    number, unit = float(match.group(1)), (match.group(2) or "B").upper()[:1]
+    return int(number * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
+
+
+def _coerce(value: Any, kind: Any, where: str, field_name: str) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        kind = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if kind is int and field_name.endswith("_bytes"):
+        return parse_size(value, where)
+    if kind is Path:
+        if not isinstance(value, str):
+            raise DefinitionError(f"{where}: expected a path, got {value!r}")
+        return Path(value)
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise DefinitionError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DefinitionError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise DefinitionError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            raise DefinitionError(f"{where}: expected a string, got {value!r}")
+        return str(value)
+    if origin is tuple:
+        if isinstance(value, str) or not isinstance(value, list | tuple):
+            raise DefinitionError(f"{where}: expected a list, got {value!r}")
+        return tuple(_coerce(v, args[0], f"{where}[{i}]", "") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise DefinitionError(f"{where}: expected a mapping, got {value!r}")
+        return {str(k): _coerce(v, str, f"{where}.{k}", "") for k, v in value.items()}
+    if dataclasses.is_dataclass(kind):
+        return _dataclass(kind, value, where)
+    raise DefinitionError(f"{where}: unsupported field type {kind}")  # a bug here, not in the file
+
+
+def _dataclass(cls: type, data: Any, where: str, **given: Any) -> Any:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise DefinitionError(f"{where}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls) if f.name not in given}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        inside = f"{where}: " if where else ""
+        raise DefinitionError(f"{inside}unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
+    values = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k, k) for k, v in data.items()}
+    return cls(**values, **given)
+
+
+def parse_definition(data: Any, source: Path) -> SandboxDefinition:
+    """A definition from already-loaded YAML; `source` names it in errors and anchors paths."""
+    where = str(source)
+    if not isinstance(data, dict):
+        raise DefinitionError(f"{where}: a sandbox definition is a mapping, got {type(data).__name__}")
+    data = dict(data)
+    data.setdefault("name", Path(source).stem)
+    try:
+        definition = _dataclass(SandboxDefinition, data, "", path=Path(source))
+    except DefinitionError as exc:
+        raise DefinitionError(f"{where}: {exc}") from None
+    errors = []
+    if definition.image and definition.build:
+        errors.append("give either image or build, not both")
+    if definition.build is not None:
+        recipe = definition.build
+        if (recipe.base is None) == (recipe.debootstrap is None):
+            errors.append("build: give exactly one of base or debootstrap")
+    if not definition.workdir.startswith("/"):
+        errors.append(f"workdir: must be an absolute path, got {definition.workdir!r}")
+    if definition.workspace is not None:
+        workspace = definition.workspace
+        if not workspace.is_absolute():
+            workspace = (Path(source).parent / workspace).resolve()
+        if not workspace.is_dir():
+            errors.append(f"workspace: {workspace} is not a directory")
+        definition = dataclasses.replace(definition, workspace=workspace)
+    if errors:
+        raise DefinitionError(f"{where}: " + "; ".join(errors))
+    return definition
+
+
+def load_definition(path: str | Path) -> SandboxDefinition:
+    """Read and validate a sandbox definition file."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise DefinitionError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise DefinitionError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_definition(data, path)
+
+
+# -- building ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BuildResult:
+    image: str
+    cached: bool
+    seconds: float
+    content_hash: str
+
+
+def content_hash(recipe: BuildRecipe, base_id: str | None) -> str:
+    """What identifies a built image: the recipe (less the mirror) and the base's id."""
+    body = dataclasses.asdict(recipe)
+    if body.get("debootstrap"):
+        body["debootstrap"].pop("mirror", None)
+    return hashlib.sha256(
+        json.dumps({"format": RECIPE_FORMAT, "recipe": body, "base": base_id}, sort_keys=True).encode()
+    ).hexdigest()
+
+
+def apt_mirror(suite: str) -> str:
+    """The Debian mirror apt's own sources name for `suite` (as the design notes ask)."""
+    sources = sorted(Path("/etc/apt/sources.list.d").glob("*.sources"))
+    for path in sources:
+        for stanza in path.read_text().split("\n\n"):
+            fields = dict(
+                line.split(":", 1) for line in stanza.splitlines() if ":" in line and not line.startswith("#")
+            )
+            if suite in fields.get("Suites", "").split() and fields.get("URIs"):
+                return fields["URIs"].split()[0]
+    for path in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*.list"))]:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            parts = re.sub(r"\[[^]]*\]", "", line).split()
+            if len(parts) >= 3 and parts[0] == "deb" and parts[2] == suite:
+                return parts[1]
+    return DEFAULT_MIRROR
+
+
+def build(definition: SandboxDefinition, *, engine: Any = None, force: bool = False, log=print) -> BuildResult:
+    """Build `definition`'s image, unless an image of the same content hash exists."""
+    started = time.monotonic()
+    if definition.build is None:
+        raise DefinitionError(f"{definition.path}: nothing to build (no build: section; image: is used as is)")
+    from sandboxes.docker_backend import client, ensure_image
+
+    engine = engine or client()
+    recipe = definition.build
+    base_id = ensure_image(engine, recipe.base).id if recipe.base else None
+    digest = content_hash(recipe, base_id)
+    tag = definition.image_name
+    if not force:
+        try:
+            existing = engine.images.get(tag)
+            if (existing.labels or {}).get(HASH_LABEL) == digest:
+                log(f"{tag}: up to date ({digest[:12]}), nothing to build")
+                return BuildResult(existing.id, True, time.monotonic() - started, digest)
+        except Exception:  # noqa: BLE001 - absent, or the engine will say so again below
+            pass
+    if recipe.debootstrap is not None:
+        base_id = _debootstrap_image(engine, definition, recipe.debootstrap, digest, log)
+    image_id = _build_on(engine, definition, base_id, digest, log)
+    log(f"{tag}: built {image_id[7:19]} in {time.monotonic() - started:.0f} s")
+    return BuildResult(image_id, False, time.monotonic() - started, digest)
+
+
+def _debootstrap_image(engine: Any, definition: SandboxDefinition, spec: Debootstrap, digest: str, log) -> str:
+    if shutil.which("debootstrap") is None:
+        raise SandboxError(f"{definition.path}: build.debootstrap needs debootstrap (apt-get install debootstrap)")
+    if os.geteuid() != 0:
+        raise SandboxError(f"{definition.path}: build.debootstrap needs root")
+    from tqdm import tqdm
+
+    mirror = spec.mirror or apt_mirror(spec.suite)
+    with tempfile.TemporaryDirectory(prefix="sandbox-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        command = ["debootstrap", f"--variant={spec.variant}"]
+        if spec.include:
+            command.append(f"--include={','.join(spec.include)}")
+        command += [spec.suite, str(rootfs), mirror]
+        log(f"debootstrap {spec.suite} ({spec.variant}) from {mirror}")
+        tail: list[str] = []
+        with (
+            subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc,
+            tqdm(desc=f"debootstrap {spec.suite}", unit=" steps", file=sys.stderr, mininterval=1) as bar,
+        ):
+            for line in proc.stdout:
+                tail = (tail + [line.rstrip()])[-30:]
+                if line.startswith("I: "):
+                    bar.update()
+                    bar.set_postfix_str(line[3:].strip()[:50])
+        if proc.returncode != 0:
+            raise SandboxError(f"{definition.path}: debootstrap failed (exit {proc.returncode}):\n" + "\n".join(tail))
+        archive = Path(tmp) / "rootfs.tar"
+        log("packing the root file system")
+        result = subprocess.run(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "--xattrs", "-cf", str(archive), "."],
+            capture_output=True,
+            text=True,
+        )
+        if result.returncode != 0:
+            raise SandboxError(f"{definition.path}: tar of the root file system failed: {result.stderr.strip()}")
+        repository, tag = f"agentic-rl/rootfs-{spec.suite}", digest[:16]
+        log(f"docker import {repository}:{tag} ({archive.stat().st_size >> 20} MiB)")
+        engine.api.import_image_from_file(
+            str(archive),
+            repository=repository,
+            tag=tag,
+            changes=[
+                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "ENV LANG=C.UTF-8",
+                'CMD ["/bin/bash"]',
+            ],
+        )
+        return engine.images.get(f"{repository}:{tag}").id
+
+
+def _dockerfile(definition: SandboxDefinition, base_id: str, digest: str) -> str:
+    recipe = definition.build
+    assert recipe is not None
+    lines = [f"FROM {base_id}", "USER root"]
+    for key, value in recipe.env.items():
+        lines.append(f"ENV {key}={json.dumps(value)}")
+    for step in recipe.setup:
+        lines.append("RUN " + json.dumps(["/bin/sh", "-c", step]))  # exec form: any text is safe
+    if recipe.user:
+        lines.append(f"USER {recipe.user}")
+    lines.append(f"LABEL {HASH_LABEL}={digest}")
+    return "\n".join(lines) + "\n"
+
+
+def _build_on(engine: Any, definition: SandboxDefinition, base_id: str, digest: str, log) -> str:
+    tag = definition.image_name
+    dockerfile = _dockerfile(definition, base_id, digest)
+    log(f"building {tag}: {len(definition.build.setup)} setup step(s)")
+    stream = engine.api.build(
+        fileobj=io.BytesIO(dockerfile.encode()),
+        tag=tag,
+        network_mode="host",  # setup steps may apt-get and pip install; sandboxes never can
+        rm=True,
+        forcerm=True,
+        decode=True,
+    )
+    image_id = None
+    for chunk in stream:
+        if "stream" in chunk:
+            text = chunk["stream"].rstrip()
+            if text:
+                log(f"  {text}")
+        if "error" in chunk:
+            raise SandboxError(f"{definition.path}: build.setup failed: {chunk['error'].strip()}")
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    return image_id or engine.images.get(tag).id
