@@ -11,11 +11,13 @@ infrastructure error (`GradingError`), never an unresolved result.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from sandboxes import Sandbox, SandboxError, SandboxLimits, SandboxSpec, make_sandbox
+from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, prepare_workspace
 from tasks.log_parsers import PASSED, XFAIL, log_parser
 
@@ -40,12 +42,17 @@ class GradeResult:
 
 
 def sandbox_spec_for(task: Task) -> SandboxSpec:
-    """The sandbox a task's agent works in: its prepared workspace at /workspace."""
-    return SandboxSpec(
-        workspace=prepare_workspace(task),
-        workdir="/workspace",
-        limits=SandboxLimits(timeout_s=task.limits.command_timeout_s),
-    )
+    """The sandbox a task's agent works in: its prepared workspace at the workdir, in the
+    image and with the env, network and limits of the task's sandbox definition (if any);
+    a command's timeout is the task's `limits.command_timeout_s`."""
+    if task.sandbox:
+        from sandboxes.images import parse_definition  # lazy: it needs yaml and more
+
+        spec = parse_definition(task.sandbox, Path(task.source or "task.yaml")).spec()
+    else:
+        spec = SandboxSpec()
+    limits = dataclasses.replace(spec.limits, timeout_s=task.limits.command_timeout_s)
+    return dataclasses.replace(spec, workspace=prepare_workspace(task), limits=limits)
 
 
 def _restore_test_files(task: Task) -> str:

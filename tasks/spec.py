@@ -84,6 +84,16 @@ class TaskDefinition(_Strict):
     grading: GradingSpec
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     tools: list[str] = Field(default_factory=lambda: list(TOOLS))
+    sandbox: dict | None = None
+    """A sandbox definition (the format of `sandboxes/images.py`: image or build recipe, workdir,
+    env, network, limits) without `workspace`, which is this task's. Default: the base image."""
+
+    @field_validator("sandbox")
+    @classmethod
+    def _sandbox_has_no_workspace(cls, value: dict | None) -> dict | None:
+        if value is not None and "workspace" in value:
+            raise ValueError("'workspace' belongs to the task (the top-level field), not to its sandbox")
+        return value
 
     @field_validator("id")
     @classmethod
@@ -121,6 +131,8 @@ class Task:
     source: str = ""
     repo: str = ""
     unavailable: str = ""
+    sandbox: dict = field(default_factory=dict)
+    """The task's sandbox definition (raw; `agent_env` turns it into a `SandboxSpec`)."""
 
     def test_files(self) -> list[str]:
         """Paths the test patch touches (restored from the pristine copy before it is applied)."""
@@ -180,6 +192,7 @@ def load_task(path: str | Path) -> Task:
         test_patch=_read_beside(path, definition.test_patch, "test_patch"),
         tools=tuple(definition.tools),
         source=str(path),
+        sandbox=definition.sandbox or {},
     )
 
 

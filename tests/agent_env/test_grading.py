@@ -1,10 +1,11 @@
 """Grading is where reward hacking starts: each builtin task is graded for real."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from agent_env import GradingError, grade_patch
+from agent_env import GradingError, ToolEnv, grade_patch
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
 
@@ -81,3 +82,39 @@ def test_a_test_run_that_times_out_is_an_error_not_a_zero():
     )
     with pytest.raises(GradingError, match="timed out"):
         grade_patch(slow, task.gold_patch)
+
+
+def test_a_task_sandbox_definition_sets_env_and_limits(tmp_path):
+    import shutil
+
+    import yaml
+
+    from tasks import load_task
+
+    source = TASKS[0].source
+    folder = tmp_path / "task"
+    shutil.copytree(Path(source).parent, folder)
+    data = yaml.safe_load((folder / "task.yaml").read_text())
+    data["sandbox"] = {"env": {"TASK_COLOUR": "teal"}, "limits": {"output_bytes": 4096}}
+    (folder / "task.yaml").write_text(yaml.safe_dump(data))
+    task = load_task(folder)
+    from agent_env import sandbox_spec_for
+
+    spec = sandbox_spec_for(task)
+    assert spec.env["TASK_COLOUR"] == "teal" and spec.limits.output_bytes == 4096
+    assert spec.limits.timeout_s == task.limits.command_timeout_s
+    with ToolEnv(task) as env:
+        env.reset()
+        observation, *_ = env.step(
+            '<tool_call>{"name": "execute_bash", "arguments": {"command": "echo $TASK_COLOUR"}}</tool_call>'
+        )
+        assert observation.startswith("teal")
+    # A malformed definition is reported with the file and the field.
+    data["sandbox"] = {"workdir": "relative"}
+    (folder / "task.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(Exception, match=r"task.yaml.*workdir"):
+        sandbox_spec_for(load_task(folder))
+    data["sandbox"] = {"workspace": "elsewhere"}
+    (folder / "task.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(Exception, match=r"'sandbox'.*belongs to the task"):
+        load_task(folder)

@@ -24,22 +24,6 @@ from sandboxes.local import LocalSandbox, bwrap_available
 BACKENDS = ["local", "local-copy", pytest.param("docker", marks=pytest.mark.docker)]
 
 
-def docker_problem() -> str | None:
-    try:
-        from sandboxes.docker_backend import docker_available
-    except ImportError as exc:  # the docker extra is not installed
-        return f"the docker SDK is not installed: {exc}"
-    return docker_available()
-
-
-@pytest.fixture(autouse=True)
-def _docker_available(request):
-    if request.node.get_closest_marker("docker") and (problem := docker_problem()):
-        if os.environ.get("SANDBOX_REQUIRE_DOCKER") == "1":
-            pytest.fail(f"docker tier required (SANDBOX_REQUIRE_DOCKER=1) but unavailable: {problem}")
-        pytest.skip(f"docker sandbox unavailable: {problem}")
-
-
 def break_backend(sandbox: Sandbox) -> None:
     """Kill a sandbox's machinery from outside, as a crash or an engine failure would, and
     return once it is dead (a dying supervisor could otherwise still answer one request)."""
