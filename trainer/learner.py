@@ -402,6 +402,8 @@ class Learner:
     # -- weights for the engines ------------------------------------------------------------
     def full_policy_state(self) -> dict[str, torch.Tensor]:
         """The policy's full (unsharded) weights on CPU; gathered on every rank."""
+        if not self.sharded:  # the plain module holds the full tensors: a copy is all it takes
+            return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
