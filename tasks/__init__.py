@@ -33,6 +33,7 @@ __all__ = [
     "load_tasks",
     "patch_files",
     "prepare_workspace",
+    "select",
 ]
 
 
@@ -55,16 +56,21 @@ def load_tasks(paths: list[str | Path]) -> list[Task]:
     return tasks
 
 
+def select(tasks: list[Task], ids: list[str] | None, where: str) -> list[Task]:
+    """The tasks named by `ids`, in that order (all when `ids` is empty); unknown ids are an
+    error naming `where` and the known ids."""
+    if not ids:
+        return tasks
+    by_id = {t.id: t for t in tasks}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise TaskError(f"{where}: unknown task ids {unknown}; known: {sorted(by_id)}")
+    return [by_id[i] for i in ids]
+
+
 def builtin_tasks(ids: list[str] | None = None) -> list[Task]:
     """The built-in suite shipped in `tasks/builtin/`, optionally only the named ids."""
-    tasks = load_tasks([BUILTIN_DIR])
-    if ids:
-        by_id = {t.id: t for t in tasks}
-        unknown = [i for i in ids if i not in by_id]
-        if unknown:
-            raise TaskError(f"unknown built-in task ids {unknown}; known: {sorted(by_id)}")
-        tasks = [by_id[i] for i in ids]
-    return tasks
+    return select(load_tasks([BUILTIN_DIR]), ids, "built-in suite")
 
 
 def load_task_set(source: str, ids: list[str] | None = None) -> list[Task]:
@@ -74,14 +80,7 @@ def load_task_set(source: str, ids: list[str] | None = None) -> list[Task]:
         return builtin_tasks(ids)
     path = Path(source)
     if path.is_dir() or path.suffix in (".yaml", ".yml"):
-        tasks = load_tasks([path])
-        if ids:
-            by_id = {t.id: t for t in tasks}
-            unknown = [i for i in ids if i not in by_id]
-            if unknown:
-                raise TaskError(f"{source}: unknown task ids {unknown}")
-            tasks = [by_id[i] for i in ids]
-        return tasks
+        return select(load_tasks([path]), ids, source)
     from tasks.swebench import load_swebench
 
     return load_swebench(source, ids)
