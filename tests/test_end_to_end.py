@@ -117,3 +117,21 @@ def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, algorithm, scorer):
     )  # fmt: skip
     record = json.loads((train(config) / "metrics.jsonl").read_text())
     assert record["episodes"] == 4 and record["version"] == 1  # 2 trees x 2 branches, one group
+
+
+@needs_bwrap
+def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, capsys):
+    from tasks import builtin_tasks
+
+    first = builtin_tasks()[0].id
+    config = load_config(
+        None,
+        [f"output_dir={tmp_path}", "run_name=warm", f"task_ids=[{first}]", "warm_start_steps=3", "steps=1",
+         "episodes_per_step=1", "max_turns=1", "max_new_tokens=8"],
+    )  # fmt: skip
+    record = json.loads((train(config) / "metrics.jsonl").read_text())
+    out = capsys.readouterr().out
+    assert "warm start on 1 gold trajectories (1 resolved)" in out
+    before, after = (float(x) for x in out.split("loss ")[1].split(" in ")[0].split(" -> "))
+    assert after < before
+    assert record["version"] == 2  # the warm start published version 1, RL's first step version 2

@@ -77,6 +77,11 @@ class TrainConfig(BaseModel):
     """SAO mask: tokens with ratio >= 1 + eps_high are dropped (coding: 3.0)."""
     critic_steps: int = Field(default=2, ge=0)
     """Critic updates per policy update (SAO: 2)."""
+    warm_start_steps: int = Field(default=0, ge=0)
+    """Supervised steps on gold trajectories (each task's gold patch applied through the agent's
+    own tools) before RL; a randomly initialised model solves nothing without them."""
+    warm_start_lr: float = Field(default=3e-3, gt=0)
+    """Learning rate of the warm start (its own AdamW)."""
     critic_pretrain_steps: int = Field(default=0, ge=0)
     """Critic-only updates on the first batch before RL starts (SAO's value pre-training)."""
     freeze_critic_attention: bool = False

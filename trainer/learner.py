@@ -367,6 +367,32 @@ class Learner:
             "version": self.version,
         }
 
+    def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
+        """Supervised warm start: cross-entropy on the demonstrations' policy tokens (e.g. gold
+        trajectories), with an optimizer of its own so RL starts from fresh optimizer state.
+        A random policy solves nothing, and RL on all-zero rewards has nothing to learn from."""
+        optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad], lr=lr)
+        micro_batches, totals = self._prepare(demonstrations)
+        saved, self.aggregation = self.aggregation, "token_mean"  # every demonstrated token counts
+        losses = []
+        try:
+            for _ in range(steps):
+                total, finite = 0.0, True
+                for _, batch in micro_batches:
+                    logp = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], self.temperature)
+                    mask = batch["policy_mask"].float()
+                    loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+                    weight = self._weight(batch, totals)
+                    (loss * weight).backward()
+                    finite = finite and bool(torch.isfinite(loss))
+                    total += float(loss.detach()) * weight / distributed.world_size()
+                self._apply(self.policy, optimizer, finite)
+                losses.append(distributed.all_reduce(total))
+        finally:
+            self.aggregation = saved
+        self.version += 1  # the engines must pick up the warm-started weights
+        return losses
+
     def _value_loss(self, values, returns, old_values, mask) -> torch.Tensor:
         # PPO's critic may not move a value far from its rollout-time estimate; SAO's critic
         # regresses on the returns directly.

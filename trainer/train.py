@@ -26,12 +26,13 @@ import torch
 import yaml
 from tqdm import tqdm
 
-from agent_env import GradingError, ToolEnv
+from agent_env import GradingError, ToolEnv, gold_actions
 from sandboxes import SandboxError, make_sandbox
 from tasks import Task, load_task_set
 from trainer.algorithms import PACController
 from trainer.config import TrainConfig, load_config
 from trainer.engines import make_engine
+from trainer.engines.scripted import ScriptedEngine
 from trainer.learner import Learner
 from trainer.models import ValueModel, load_policy, load_tokenizer
 from trainer.rollout import ChatFormat, HeuristicScorer, JudgeScorer, ValueScorer, run_episode, run_tree
@@ -173,6 +174,25 @@ def train(config: TrainConfig) -> Path:
         return trajectories, infra_errors
 
     metrics_path = run_dir / "metrics.jsonl"
+    if config.warm_start_steps and not config.resume:
+        demonstrations = [
+            run_episode(
+                ToolEnv(task, sandbox_factory=sandbox_factory),
+                ScriptedEngine(gold_actions(task), chat.encode, chat.end_id),
+                chat,
+                max_new_tokens=config.max_total_tokens,
+                max_total_tokens=1 << 20,
+            )
+            for task in tasks
+            if task.gold_patch
+        ]
+        losses = learner.warm_start(demonstrations, config.warm_start_steps, config.warm_start_lr)
+        engine.load_weights(learner.engine_weights(), learner.version)
+        solved = sum(t.reward for t in demonstrations)
+        print(
+            f"warm start on {len(demonstrations)} gold trajectories ({solved:.0f} resolved): "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.4f} in {len(losses)} steps"
+        )
     if config.critic_pretrain_steps and learner.critic is not None and not config.resume:
         losses = learner.pretrain_critic(collect(-1)[0], config.critic_pretrain_steps)
         print(f"critic pre-training: value loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps")
