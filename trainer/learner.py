@@ -332,19 +332,8 @@ class Learner:
         grad_norm, policy_ok = self._apply(self.policy, self.policy_optimizer, finite)
 
         # Critic: K steps toward the returns computed before any update.
-        critic_losses = []
-        for _ in range(self.critic_steps):
-            total, finite = 0.0, True
-            for batch, _, returns, old_values in targets:
-                values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
-                loss = self._value_loss(values, returns, old_values, batch["policy_mask"])
-                weight = self._weight(batch, totals)
-                (loss * weight).backward()
-                finite = finite and bool(torch.isfinite(loss))
-                total += float(loss.detach()) * weight / distributed.world_size()
-            _, critic_ok = self._apply(self.critic, self.critic_optimizer, finite)
-            critic_losses.append(distributed.all_reduce(total))
-            policy_ok = policy_ok and critic_ok
+        critic_losses, critic_ok = self._critic_updates(targets, totals, self.critic_steps)
+        policy_ok = policy_ok and critic_ok
 
         if policy_ok:
             self._bad_in_a_row = 0
@@ -405,25 +394,29 @@ class Learner:
         """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen)."""
         if self.critic is None:
             raise ValueError(f"algorithm {self.algorithm!r} has no critic to pre-train")
-        saved, self.critic_steps = self.critic_steps, 1
-        losses = []
-        try:
-            micro_batches, totals = self._prepare(trajectories)
-            for _ in range(steps):
-                total, finite = 0.0, True
-                for group, batch in micro_batches:
-                    _, returns, old_values = self.advantages(group, batch)
-                    values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
-                    loss = self._value_loss(values, returns, old_values, batch["policy_mask"])
-                    weight = self._weight(batch, totals)
-                    (loss * weight).backward()
-                    finite = finite and bool(torch.isfinite(loss))
-                    total += float(loss.detach()) * weight / distributed.world_size()
-                self._apply(self.critic, self.critic_optimizer, finite)
-                losses.append(distributed.all_reduce(total))
-        finally:
-            self.critic_steps = saved
-        return losses
+        micro_batches, totals = self._prepare(trajectories)
+        targets = [(batch, *self.advantages(group, batch)) for group, batch in micro_batches]
+        return self._critic_updates(targets, totals, steps)[0]
+
+    def _critic_updates(
+        self, targets: list[tuple], totals: tuple[float, float], steps: int
+    ) -> tuple[list[float], bool]:
+        """`steps` critic updates toward fixed targets (batch, advantages, returns, old values);
+        returns the loss of each and whether every one was finite (and applied)."""
+        losses, all_ok = [], True
+        for _ in range(steps):
+            total, finite = 0.0, True
+            for batch, _, returns, old_values in targets:
+                values = self.critic(batch["input_ids"], batch["attention_mask"])[:, :-1].float()
+                loss = self._value_loss(values, returns, old_values, batch["policy_mask"])
+                weight = self._weight(batch, totals)
+                (loss * weight).backward()
+                finite = finite and bool(torch.isfinite(loss))
+                total += float(loss.detach()) * weight / distributed.world_size()
+            _, ok = self._apply(self.critic, self.critic_optimizer, finite)
+            losses.append(distributed.all_reduce(total))
+            all_ok = all_ok and ok
+        return losses, all_ok
 
     # -- weights for the engines ------------------------------------------------------------
     def full_policy_state(self) -> dict[str, torch.Tensor]:
