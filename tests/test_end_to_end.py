@@ -33,6 +33,8 @@ def test_train_then_evaluate_the_checkpoint(tmp_path):
         assert record["episodes"] == 2 and record["infra_errors"] == 0
         assert 0.0 <= record["success_rate"] <= 1.0 and record["policy_tokens"] > 0
         assert {"policy_loss", "value_loss", "masked_low_fraction", "masked_high_fraction"} <= set(record)
+    assert (run_dir / "metrics.png").stat().st_size > 0
+    assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     checkpoint = run_dir / "checkpoints" / "step_000002"
     assert json.loads((checkpoint / "state.json").read_text()) == {"version": 2, "skipped_steps": 0, "step": 2}
 

@@ -16,7 +16,6 @@ errors) are counted and left out of the batch, never scored 0.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
@@ -34,6 +33,7 @@ from trainer.config import TrainConfig, load_config
 from trainer.engines import make_engine
 from trainer.engines.scripted import ScriptedEngine
 from trainer.learner import Learner
+from trainer.metrics import MetricsWriter, plot
 from trainer.models import ValueModel, load_policy, load_tokenizer
 from trainer.rollout import ChatFormat, HeuristicScorer, JudgeScorer, ValueScorer, run_episode, run_tree
 from trainer.trajectory import Trajectory
@@ -200,7 +200,8 @@ def train(config: TrainConfig) -> Path:
     progress = tqdm(
         range(start_step, config.steps), desc="train-swe", unit="step", initial=start_step, total=config.steps
     )
-    with metrics_path.open("a") as metrics_file:
+    metrics = MetricsWriter(run_dir)
+    try:
         for step in progress:
             started = time.monotonic()
             trajectories, infra_errors = collect(step)
@@ -222,9 +223,11 @@ def train(config: TrainConfig) -> Path:
                     format_errors=sum(t.info["format_errors"] for t in trajectories),
                     tokens=sum(len(t) for t in trajectories),
                 )
-            record.update(rollout_seconds=round(rollout_seconds, 3), step_seconds=round(time.monotonic() - started, 3))
-            metrics_file.write(json.dumps(record) + "\n")
-            metrics_file.flush()
+            step_seconds = time.monotonic() - started
+            record.update(rollout_seconds=round(rollout_seconds, 3), step_seconds=round(step_seconds, 3))
+            if "tokens" in record:
+                record["tokens_per_s"] = round(record["tokens"] / max(step_seconds, 1e-9), 1)
+            metrics.write(record)
             progress.set_postfix(
                 reward=f"{record.get('reward_mean', 0.0):.2f}", vloss=f"{record.get('value_loss', 0.0):.3f}"
             )
@@ -235,7 +238,10 @@ def train(config: TrainConfig) -> Path:
                     extra={"step": step + 1, **({"curriculum": pac.state_dict()} if pac else {})},
                     tokenizer=tokenizer,
                 )
-    print(f"run folder: {run_dir}  metrics: {metrics_path}  checkpoint: {checkpoint}")
+    finally:
+        metrics.close()
+    chart = plot(metrics_path, run_dir / "metrics.png")
+    print(f"run folder: {run_dir}  metrics: {metrics_path} (+ tensorboard/, {chart.name})  checkpoint: {checkpoint}")
     return run_dir
 
 

@@ -1,0 +1,63 @@
+"""Training metrics as they happen: one JSON line per step, TensorBoard scalars, and a PNG.
+
+`metrics.jsonl` is the record (append-only, flushed every step, so a crash loses nothing
+already written); TensorBoard gets every numeric field of the same records under `train/`;
+`metrics.png` plots success rate, value loss, masked-token fractions and throughput, redrawn
+from the JSONL so it always matches it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PLOTTED = (
+    ("success_rate", "success rate"),
+    ("value_loss", "value loss"),
+    ("masked_low_fraction", "masked low (r <= 1 - eps_low)"),
+    ("masked_high_fraction", "masked high (r >= 1 + eps_high)"),
+    ("tokens_per_s", "throughput (tokens/s)"),
+)
+
+
+class MetricsWriter:
+    def __init__(self, run_dir: Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter  # lazy: pulls in tensorboard
+
+        self.path = run_dir / "metrics.jsonl"
+        self._file = self.path.open("a")
+        self._board = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+
+    def write(self, record: dict) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        for key, value in record.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
+                self._board.add_scalar(f"train/{key}", value, record["step"])
+        self._board.flush()
+
+    def close(self) -> None:
+        self._file.close()
+        self._board.close()
+
+
+def plot(metrics_path: Path, out: Path) -> Path:
+    """A PNG of the plotted metrics over steps (fields a run lacks are left out)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    panels = [(key, title) for key, title in PLOTTED if any(key in r for r in records)]
+    figure, axes = plt.subplots(len(panels), 1, figsize=(7, 2.0 * max(len(panels), 1)), sharex=True, squeeze=False)
+    for axis, (key, title) in zip(axes[:, 0], panels, strict=True):
+        points = [(r["step"], r[key]) for r in records if key in r]
+        axis.plot([p[0] for p in points], [p[1] for p in points], marker=".")
+        axis.set_title(title, fontsize=9)
+        axis.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
