@@ -23,6 +23,18 @@ from trainer.engines.base import Generation
 from trainer.engines.weights import WeightBucket, WeightSyncError, assemble, make_buckets
 
 
+def _sample(logits: torch.Tensor, temperature: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row of [B, V] logits (greedy at temperature 0) and its logprob under the
+    distribution it was drawn from."""
+    if temperature > 0:
+        log_dist = torch.log_softmax(logits / temperature, dim=-1)
+        sampled = torch.multinomial(log_dist.exp(), 1, generator=generator).squeeze(-1)
+    else:
+        log_dist = torch.log_softmax(logits, dim=-1)
+        sampled = log_dist.argmax(-1)
+    return sampled, log_dist.gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
+
+
 class HFEngine:
     """Generates with its own copy of the policy; weight updates publish new versions."""
 
@@ -45,9 +57,7 @@ class HFEngine:
     @torch.no_grad()
     def update_weights(self, buckets: list[WeightBucket]) -> None:
         """Apply a complete, verified update; on any error the engine keeps its weights."""
-        version, state = assemble(buckets)
-        if version <= self.version and self.version != 0:
-            raise WeightSyncError(f"weight update v{version} is not newer than the engine's v{self.version}")
+        version, state = assemble(buckets, current_version=self.version)
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
             raise WeightSyncError(
@@ -101,13 +111,7 @@ class HFEngine:
             )
             past = out[self._cache_name]
             logits = out.logits[:, -1].float().cpu()
-            if temperature > 0:
-                log_dist = torch.log_softmax(logits / temperature, dim=-1)
-                sampled = torch.multinomial(log_dist.exp(), 1, generator=generator).squeeze(-1)
-            else:
-                log_dist = torch.log_softmax(logits, dim=-1)
-                sampled = log_dist.argmax(-1)
-            chosen = log_dist.gather(-1, sampled.unsqueeze(-1)).squeeze(-1)
+            sampled, chosen = _sample(logits, temperature, generator)
             for row in range(size):
                 if not finished[row]:
                     tokens[row].append(int(sampled[row]))
@@ -154,14 +158,10 @@ class HFEngine:
             past = out[self._cache_name]
             position += feed.shape[1]
             logits = out.logits[0, -1].float().cpu()
-            if temperature > 0:
-                log_dist = torch.log_softmax(logits / temperature, dim=-1)
-                token = int(torch.multinomial(log_dist.exp(), 1, generator=generator))
-            else:
-                log_dist = torch.log_softmax(logits, dim=-1)
-                token = int(log_dist.argmax())
+            sampled, chosen = _sample(logits.unsqueeze(0), temperature, generator)
+            token = int(sampled[0])
             tokens.append(token)
-            logprobs.append(float(log_dist[token]))
+            logprobs.append(float(chosen[0]))
             if token in stop_token_ids:
                 break
             feed = torch.tensor([[token]], device=device)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer.engines.base import Generation
-from trainer.engines.weights import WeightBucket, WeightSyncError, assemble
+from trainer.engines.weights import WeightBucket, assemble
 
 
 def sampling_options(
@@ -111,9 +111,8 @@ class VLLMEngine:
         return [to_generation(output.outputs[0], self.version) for output in outputs]
 
     def update_weights(self, buckets: list[WeightBucket]) -> None:
-        version = assemble(buckets)[0]  # verify here too: fail before touching any worker
-        if version <= self.version and self.version != 0:
-            raise WeightSyncError(f"weight update v{version} is not newer than the engine's v{self.version}")
+        # Verify here too: fail before touching any worker.
+        version = assemble(buckets, current_version=self.version)[0]
         self.llm.collective_rpc("update_weights_from_buckets", args=(buckets,))
         self.llm.reset_prefix_cache()
         self.version = version

@@ -64,14 +64,16 @@ def make_buckets(state: dict[str, torch.Tensor], version: int, bucket_bytes: int
     return buckets
 
 
-def assemble(buckets: list[WeightBucket]) -> tuple[int, dict[str, torch.Tensor]]:
-    """Check an update's buckets (one version, all present once, checksums intact) and
-    return (version, state)."""
+def assemble(buckets: list[WeightBucket], current_version: int | None = None) -> tuple[int, dict[str, torch.Tensor]]:
+    """Check an update's buckets (one version, all present once, checksums intact, newer than
+    the receiver's `current_version` unless that is the initial 0) and return (version, state)."""
     if not buckets:
         raise WeightSyncError("empty weight update")
     versions = {b.version for b in buckets}
     if len(versions) != 1:
         raise WeightSyncError(f"weight update mixes versions {sorted(versions)}")
+    if current_version and buckets[0].version <= current_version:
+        raise WeightSyncError(f"weight update v{buckets[0].version} is not newer than the engine's v{current_version}")
     total = buckets[0].total
     indices = sorted(b.index for b in buckets)
     if indices != list(range(total)):
