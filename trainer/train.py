@@ -26,15 +26,15 @@ import yaml
 from tqdm import tqdm
 
 from agent_env import GradingError, ToolEnv, gold_actions
-from sandboxes import SandboxError, make_sandbox
+from sandboxes import SandboxError
 from tasks import Task, load_task_set
 from trainer.algorithms import PACController
+from trainer.build import build_engine, build_learner
+from trainer.build import sandbox_factory as build_sandbox_factory
 from trainer.config import TrainConfig, load_config
-from trainer.engines import make_engine
 from trainer.engines.scripted import ScriptedEngine
 from trainer.learner import Learner
 from trainer.metrics import MetricsWriter, plot
-from trainer.models import ValueModel, load_policy, load_tokenizer
 from trainer.rollout import ChatFormat, HeuristicScorer, JudgeScorer, ValueScorer, run_episode, run_tree
 from trainer.trajectory import Trajectory
 
@@ -76,36 +76,14 @@ def train(config: TrainConfig) -> Path:
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
 
     tasks = _available(load_task_set(config.tasks, config.task_ids or None))
-    tokenizer = load_tokenizer(config.model)
+    learner, tokenizer = build_learner(config)
     chat = ChatFormat(tokenizer)
-    policy = load_policy(config.model, seed=config.seed)
-    critic = ValueModel.from_policy(policy)
-    learner = Learner(
-        policy,
-        critic,
-        pad_id=tokenizer.pad_token_id,
-        algorithm=config.algorithm,
-        clip_low=config.clip_low,
-        clip_high=config.clip_high,
-        gae_lambda=config.gae_lambda,
-        freeze_critic_attention=config.freeze_critic_attention,
-        lr=config.lr,
-        critic_lr=config.critic_lr,
-        eps_low=config.eps_low,
-        eps_high=config.eps_high,
-        critic_steps=config.critic_steps,
-        gamma=config.gamma,
-        lambda_alpha=config.lambda_alpha,
-        temperature=config.temperature,
-        aggregation=config.loss_aggregation,
-    )
     resumed = learner.load(config.resume) if config.resume else {}
     start_step = int(resumed.get("step", 0))
-    engine = make_engine(config.engine, config.model, seed=config.seed)
+    engine = build_engine(config)
     engine.load_weights(learner.engine_weights(), learner.version)
 
-    def sandbox_factory(spec):
-        return make_sandbox(spec, config.sandbox_backend)
+    sandbox_factory = build_sandbox_factory(config.sandbox_backend)
 
     order = random.Random(config.seed)
     by_family: dict[str, list[Task]] = {}

@@ -1,0 +1,63 @@
+"""The one place a `TrainConfig` becomes objects: the learner, the rollout engine, sandboxes.
+
+Classes take plain parameters; only this module reads configs. The training entry points
+(`trainer.train`, the Ray actors of `trainer.orchestrator`) build through here, so a run on
+one laptop and a run spread over Ray actors construct exactly the same things.
+"""
+
+from __future__ import annotations
+
+from trainer.config import TrainConfig
+
+
+def build_learner(config: TrainConfig, *, mesh=None):
+    """(learner, tokenizer) for `config`: the policy and, when the algorithm uses one, its critic."""
+    from trainer.learner import Learner
+    from trainer.models import ValueModel, load_policy, load_tokenizer
+
+    tokenizer = load_tokenizer(config.model)
+    policy = load_policy(config.model, seed=config.seed)
+    critic = ValueModel.from_policy(policy)
+    learner = Learner(
+        policy,
+        critic,
+        pad_id=tokenizer.pad_token_id,
+        algorithm=config.algorithm,
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
+        gae_lambda=config.gae_lambda,
+        freeze_critic_attention=config.freeze_critic_attention,
+        lr=config.lr,
+        critic_lr=config.critic_lr,
+        eps_low=config.eps_low,
+        eps_high=config.eps_high,
+        critic_steps=config.critic_steps,
+        gamma=config.gamma,
+        lambda_alpha=config.lambda_alpha,
+        temperature=config.temperature,
+        aggregation=config.loss_aggregation,
+        mesh=mesh,
+    )
+    return learner, tokenizer
+
+
+def build_engine(config: TrainConfig):
+    """The rollout engine named by `config.engine`, with the config's model."""
+    from trainer.engines import make_engine
+
+    return make_engine(config.engine, config.model, seed=config.seed)
+
+
+def sandbox_factory(backend: str):
+    """A picklable `spec -> Sandbox` callable for `backend` (it crosses to Ray workers)."""
+    return _SandboxFactory(backend)
+
+
+class _SandboxFactory:
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def __call__(self, spec):
+        from sandboxes import make_sandbox
+
+        return make_sandbox(spec, self.backend)
