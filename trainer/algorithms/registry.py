@@ -77,7 +77,8 @@ class AlgorithmSpec:
 
     policy_loss: str
     advantages: str
-    """`gae` (token-level, skip-observation, needs a critic) or a key of `ADVANTAGE_ESTIMATORS`."""
+    """`gae` (token-level, skip-observation, needs a critic), `turn_gae` (SAPO's turn-level GAE
+    over the shared readout) or a key of `ADVANTAGE_ESTIMATORS`."""
     critic: str | None
     """`separate` (a `ValueModel`), `shared` (SAPO's readout tokens) or None (group baseline)."""
     dynamic_sampling: bool = False
@@ -91,6 +92,9 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "dapo": AlgorithmSpec("dapo", "grpo", None, dynamic_sampling=True),
     "ppo": AlgorithmSpec("ppo", "gae", "separate"),
     "decoupled_ppo": AlgorithmSpec("decoupled_ppo", "gae", "separate"),
+    # SAPO (arXiv 2608.19842): PPO's clipped surrogate plus value, Q, KL and entropy terms
+    # (`sapo.sapo_loss_terms`), read from one model through two reserved vocabulary tokens.
+    "sapo": AlgorithmSpec("ppo", "turn_gae", "shared"),
 }
 
 

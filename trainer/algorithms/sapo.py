@@ -131,9 +131,21 @@ def turn_gae(
     return TurnTargets(advantages, returns, q_targets)
 
 
-def normalize_turn_advantages(advantages: torch.Tensor, turn_mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """`(A - mean_B) / (std_B + eps)` over the batch's real turns (population std); 0 on padding."""
+def normalize_turn_advantages(
+    advantages: torch.Tensor,
+    turn_mask: torch.Tensor,
+    eps: float = 1e-8,
+    *,
+    moments: tuple[float, float] | None = None,
+) -> torch.Tensor:
+    """`(A - mean_B) / (std_B + eps)` over the batch's real turns (population std); 0 on padding.
+
+    `moments`: a precomputed (mean, std) of the whole batch, for a batch split into
+    micro-batches or across ranks (the learner all-reduces them); by default, this tensor's."""
     valid = turn_mask.bool()
+    if moments is not None:
+        mean, std = moments
+        return torch.where(valid, (advantages - mean) / (std + eps), 0.0)
     values = advantages[valid]
     if values.numel() == 0:
         return torch.zeros_like(advantages)
@@ -147,6 +159,54 @@ def broadcast_turns(turn_values: torch.Tensor, turn_of_token: torch.Tensor) -> t
     index = turn_of_token.clamp(min=0)
     gathered = turn_values.gather(-1, index)
     return torch.where(turn_of_token >= 0, gathered, torch.zeros_like(gathered))
+
+
+class SAPOLossTerms(NamedTuple):
+    """The terms of SAPO's loss as scalars with gradient, before weighting, plus clip stats.
+
+    Token terms (`policy`, `kl`, `entropy`) are averaged over policy tokens by `aggregation`;
+    turn terms (`value`, `q`) over real turns. A learner that accumulates micro-batches
+    weights the two kinds by their own shares of the global batch (tokens vs turns)."""
+
+    policy: torch.Tensor
+    value: torch.Tensor
+    q: torch.Tensor
+    kl: torch.Tensor
+    entropy: torch.Tensor
+    stats: dict[str, float]
+
+
+def sapo_loss_terms(
+    logp: torch.Tensor,
+    logp_rollout: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    values: torch.Tensor,
+    value_targets: torch.Tensor,
+    q_values: torch.Tensor,
+    q_targets: torch.Tensor,
+    turn_mask: torch.Tensor,
+    logp_ref: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    aggregation: str = "token_mean",
+    horizon: int | None = None,
+) -> SAPOLossTerms:
+    """The unweighted terms of `sapo_loss` (same arguments; see there). A missing `logp_ref`
+    or `entropy` gives a zero term."""
+    ratio = torch.exp(logp - logp_rollout.detach())
+    surrogate = _clipped_surrogate(ratio, advantages.detach(), clip_low, clip_high)
+    policy = aggregate(surrogate, mask, aggregation, horizon=horizon)
+    turns = turn_mask.to(values.dtype)
+    n_turns = turns.sum().clamp(min=1.0)
+    value = (0.5 * (values - value_targets.detach()) ** 2 * turns).sum() / n_turns
+    q = (0.5 * (q_values - q_targets.detach()) ** 2 * turns).sum() / n_turns
+    zero = logp.new_zeros(())
+    kl = aggregate(kl_k3(logp, logp_ref), mask, aggregation, horizon=horizon) if logp_ref is not None else zero
+    ent = aggregate(entropy, mask, aggregation, horizon=horizon) if entropy is not None else zero
+    return SAPOLossTerms(policy, value, q, kl, ent, _clip_stats(ratio, advantages, mask, clip_low, clip_high))
 
 
 def sapo_loss(
@@ -173,32 +233,41 @@ def sapo_loss(
     """SAPO's combined loss (arXiv 2608.19842): `L_clip + c_V L_V + c_Q L_Q + beta KL - c_H H`.
 
     Token tensors are [B, T] (`advantages` already broadcast from normalised turn advantages,
-    `entropy` from `ppo.token_entropy`, `logp_ref` the frozen reference model's logprobs);
-    value tensors are [B, N] per turn, with `values`/`q_values` read by `sapo_value` and
-    targets from `turn_gae`. `L_V` and `L_Q` are half squared errors averaged over real
-    turns; KL is the k3 estimator and entropy the token entropy, both token-averaged the
-    same way as the policy loss. The clipped policy term anchors at the engine's logprobs
-    (SAPO is single-rollout and on-policy up to staleness).
+    `entropy` from `ppo.token_entropy`, `logp_ref` the KL reference's logprobs: the learner
+    passes the rollout logprobs, see `trainer.learner`); value tensors are [B, N] per turn,
+    with `values`/`q_values` read by `sapo_value` and targets from `turn_gae`. `L_V` and
+    `L_Q` are half squared errors averaged over real turns; KL is the k3 estimator and
+    entropy the token entropy, both token-averaged the same way as the policy loss. The
+    clipped policy term anchors at the engine's logprobs (SAPO is single-rollout and
+    on-policy up to staleness).
     """
     if beta and logp_ref is None:
-        raise ValueError("sapo_loss with beta > 0 needs logp_ref (the reference model's logprobs)")
+        raise ValueError("sapo_loss with beta > 0 needs logp_ref (the reference policy's logprobs)")
     if c_h and entropy is None:
         raise ValueError("sapo_loss with c_h > 0 needs the token entropy")
-    ratio = torch.exp(logp - logp_rollout.detach())
-    policy = aggregate(_clipped_surrogate(ratio, advantages.detach(), clip_low, clip_high), mask, aggregation)
-    turns = turn_mask.to(values.dtype)
-    n_turns = turns.sum().clamp(min=1.0)
-    value = (0.5 * (values - value_targets.detach()) ** 2 * turns).sum() / n_turns
-    q = (0.5 * (q_values - q_targets.detach()) ** 2 * turns).sum() / n_turns
-    kl = aggregate(kl_k3(logp, logp_ref), mask, aggregation) if logp_ref is not None else logp.new_zeros(())
-    ent = aggregate(entropy, mask, aggregation) if entropy is not None else logp.new_zeros(())
-    loss = policy + c_v * value + c_q * q + beta * kl - c_h * ent
-    stats = _clip_stats(ratio, advantages, mask, clip_low, clip_high)
+    terms = sapo_loss_terms(
+        logp,
+        logp_rollout,
+        advantages,
+        mask,
+        values=values,
+        value_targets=value_targets,
+        q_values=q_values,
+        q_targets=q_targets,
+        turn_mask=turn_mask,
+        logp_ref=logp_ref,
+        entropy=entropy,
+        clip_low=clip_low,
+        clip_high=clip_high,
+        aggregation=aggregation,
+    )
+    loss = terms.policy + c_v * terms.value + c_q * terms.q + beta * terms.kl - c_h * terms.entropy
+    stats = dict(terms.stats)
     stats.update(
-        policy_loss=policy.item(),
-        value_loss=value.item(),
-        q_loss=q.item(),
-        kl=kl.item(),
-        entropy=ent.item(),
+        policy_loss=terms.policy.item(),
+        value_loss=terms.value.item(),
+        q_loss=terms.q.item(),
+        kl=terms.kl.item(),
+        entropy=terms.entropy.item(),
     )
     return loss, stats
