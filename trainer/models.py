@@ -3,6 +3,9 @@
 `load_policy` takes any Hugging Face causal LM by name or path. The shipped `tiny` model
 (`trainer/assets/tiny`: a config, a tokenizer and a chat template, no weights) is
 randomly initialised from a seed, so tests and the CPU demo need no model hub.
+
+`reserve_value_tokens` gives a policy SAPO's two value tokens (w+ and w-): one model is
+then both policy and critic, and no `ValueModel` is built.
 """
 
 from __future__ import annotations
@@ -37,6 +40,60 @@ def load_policy(name: str, *, seed: int = 0, dtype: torch.dtype = torch.float32)
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+
+
+VALUE_TOKENS = ("<|value_plus|>", "<|value_minus|>")
+"""SAPO's w+ and w-, as the tokenizer names them when it has room for them."""
+
+
+def value_token_ids(policy: nn.Module) -> tuple[int, int] | None:
+    """The (w+, w-) ids recorded in `policy.config` by `reserve_value_tokens`, if any."""
+    ids = getattr(policy.config, "value_token_ids", None)
+    return (int(ids[0]), int(ids[1])) if ids else None
+
+
+@torch.no_grad()
+def reserve_value_tokens(policy: nn.Module, tokenizer=None) -> tuple[int, int]:
+    """Give `policy` SAPO's two value tokens w+ and w- and return their ids (arXiv 2608.19842).
+
+    Two rows are appended to the vocabulary (embeddings and lm_head, tied or not), so the ids
+    are the old row count and the one after it: they can never collide with a real token,
+    and an engine built from the original checkpoint sees them as rows it never had (the
+    hf engine bans such rows when a weight update brings them). Both output rows start as
+    the mean of the others, identical, so `z_w+ - z_w-` is 0 and every value starts at 0
+    (as a fresh critic head does). The ids are recorded in `policy.config.value_token_ids`:
+    they travel with every `save_pretrained` export, and a policy that already has them (a
+    SAPO checkpoint) is returned unchanged.
+
+    `tokenizer`: when its length equals the row count (the shipped tiny tokenizer), the two
+    tokens are added to it as special tokens `<|value_plus|>` / `<|value_minus|>`, so decoded
+    trajectories and exported tokenizers name them. A vocabulary padded beyond its tokenizer
+    (e.g. Qwen's 151,936 rows for 151,665 tokens) keeps the tokenizer as it is: the ids then
+    have no text at all, which is what a readout needs.
+    """
+    recorded = value_token_ids(policy)
+    rows = policy.get_input_embeddings().weight.shape[0]
+    if recorded is not None:
+        if max(recorded) >= rows:
+            raise ValueError(f"policy records value tokens {recorded} but has only {rows} vocabulary rows")
+        return recorded
+    plus, minus = rows, rows + 1
+    if tokenizer is not None and len(tokenizer) == rows:
+        from tokenizers import AddedToken
+
+        tokenizer.add_tokens([AddedToken(t, special=True, normalized=False) for t in VALUE_TOKENS], special_tokens=True)
+        if tokenizer.convert_tokens_to_ids(list(VALUE_TOKENS)) != [plus, minus]:
+            raise ValueError(f"tokenizer gave the value tokens other ids than rows {plus} and {minus}")
+    policy.resize_token_embeddings(rows + 2, mean_resizing=False)
+    output = policy.get_output_embeddings()
+    output.weight[rows:] = output.weight[:rows].mean(0)
+    if getattr(output, "bias", None) is not None:
+        output.bias[rows:] = output.bias[:rows].mean()
+    embeddings = policy.get_input_embeddings().weight
+    if embeddings is not output.weight:  # untied: the input rows only matter if text ever holds them
+        embeddings[rows:] = embeddings[:rows].mean(0)
+    policy.config.value_token_ids = [plus, minus]
+    return plus, minus
 
 
 class ValueModel(nn.Module):

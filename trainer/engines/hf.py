@@ -9,6 +9,15 @@ Prefix reuse: a single-prompt generation keeps the KV cache of everything it pro
 a small LRU keyed by those token ids. The next turn of the same episode, or every branch of
 a tree forked from it, starts from a copy of the longest cached prefix and only computes
 the new tokens. A weight update empties the cache (its keys and values are stale).
+
+Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.models.reserve_value_tokens`)
+are never sampled: their logits are set to -inf before sampling, so the recorded logprobs
+are those of the distribution the learner scores (it bans the same ids). The engine bans
+the ids it is given, else those its model's config records (`value_token_ids`, as in a
+SAPO checkpoint's export), and rows that a weight update appends to its vocabulary: a
+learner that reserved value tokens after this engine was built from the original
+checkpoint sends two more rows than the engine has; the engine grows to match and bans
+them, since nothing it was built with can have produced them.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import torch
 
@@ -23,9 +33,13 @@ from trainer.engines.base import Generation
 from trainer.engines.weights import WeightBucket, WeightSyncError, assemble, make_buckets
 
 
-def _sample(logits: torch.Tensor, temperature: float, generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _sample(
+    logits: torch.Tensor, temperature: float, generator, banned: tuple[int, ...] = ()
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One token per row of [B, V] logits (greedy at temperature 0) and its logprob under the
-    distribution it was drawn from."""
+    distribution it was drawn from; `banned` ids get no probability mass."""
+    if banned:
+        logits = logits.index_fill(-1, torch.tensor(banned), -torch.inf)
     if temperature > 0:
         log_dist = torch.log_softmax(logits / temperature, dim=-1)
         sampled = torch.multinomial(log_dist.exp(), 1, generator=generator).squeeze(-1)
@@ -39,9 +53,19 @@ class HFEngine:
     """Generates with its own copy of the policy; weight updates publish new versions."""
 
     def __init__(
-        self, model: torch.nn.Module, *, version: int = 0, pad_id: int = 0, prefix_cache_size: int = 16
+        self,
+        model: torch.nn.Module,
+        *,
+        version: int = 0,
+        pad_id: int = 0,
+        prefix_cache_size: int = 16,
+        banned_token_ids: Sequence[int] | None = None,
     ) -> None:
         self.model = model.eval()
+        if banned_token_ids is None:  # default: what the checkpoint records (SAPO's value tokens)
+            banned_token_ids = getattr(model.config, "value_token_ids", None) or ()
+        self.banned_token_ids: tuple[int, ...] = tuple(sorted({int(i) for i in banned_token_ids}))
+        """Token ids this engine never samples."""
         self.version = version
         self.pad_id = pad_id
         self.prefix_cache_size = prefix_cache_size
@@ -58,6 +82,7 @@ class HFEngine:
     def update_weights(self, buckets: list[WeightBucket]) -> None:
         """Apply a complete, verified update; on any error the engine keeps its weights."""
         version, state = assemble(buckets, current_version=self.version)
+        self._grow_vocabulary(state)
         missing, unexpected = self.model.load_state_dict(state, strict=False)
         if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
             raise WeightSyncError(
@@ -65,6 +90,24 @@ class HFEngine:
             )
         self.version = version
         self._prefixes.clear()
+
+    def _grow_vocabulary(self, state: dict[str, torch.Tensor]) -> None:
+        """Match a learner that appended vocabulary rows (SAPO's value tokens) and ban them.
+        Checked before anything changes: any other shape mismatch leaves the model as it was."""
+        embeddings = self.model.get_input_embeddings().weight
+        name = next((n for n, p in self.model.named_parameters() if p is embeddings), None)
+        rows = embeddings.shape[0]
+        if name not in state or state[name].shape[0] <= rows:
+            return
+        grown = state[name].shape[0]
+        own = self.model.state_dict()
+        for key, tensor in state.items():
+            if key in own and tuple(tensor.shape) != tuple(own[key].shape):
+                vocabulary_sized = own[key].shape[0] == rows and tuple(tensor.shape[1:]) == tuple(own[key].shape[1:])
+                if not (vocabulary_sized and tensor.shape[0] == grown):
+                    raise WeightSyncError(f"weights do not match the engine's model: {key} is {tuple(tensor.shape)}")
+        self.model.resize_token_embeddings(grown, mean_resizing=False)
+        self.banned_token_ids = tuple(sorted({*self.banned_token_ids, *range(rows, grown)}))
 
     def load_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         """Convenience for in-process learners: bucket, checksum and apply `state_dict`."""
@@ -111,7 +154,7 @@ class HFEngine:
             )
             past = out[self._cache_name]
             logits = out.logits[:, -1].float().cpu()
-            sampled, chosen = _sample(logits, temperature, generator)
+            sampled, chosen = _sample(logits, temperature, generator, self.banned_token_ids)
             for row in range(size):
                 if not finished[row]:
                     tokens[row].append(int(sampled[row]))
@@ -158,7 +201,7 @@ class HFEngine:
             past = out[self._cache_name]
             position += feed.shape[1]
             logits = out.logits[0, -1].float().cpu()
-            sampled, chosen = _sample(logits.unsqueeze(0), temperature, generator)
+            sampled, chosen = _sample(logits.unsqueeze(0), temperature, generator, self.banned_token_ids)
             token = int(sampled[0])
             tokens.append(token)
             logprobs.append(float(chosen[0]))
