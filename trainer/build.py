@@ -11,13 +11,18 @@ from trainer.config import TrainConfig
 
 
 def build_learner(config: TrainConfig, *, mesh=None):
-    """(learner, tokenizer) for `config`: the policy and, when the algorithm uses one, its critic."""
+    """(learner, tokenizer) for `config`: the policy and, when the algorithm uses one, its
+    critic. SAPO gets no critic: its policy gains the two value tokens (w+, w-) instead, and
+    the returned tokenizer names them (`trainer.models.reserve_value_tokens`)."""
+    from trainer.algorithms import get_algorithm
     from trainer.learner import Learner
-    from trainer.models import ValueModel, load_policy, load_tokenizer
+    from trainer.models import ValueModel, load_policy, load_tokenizer, reserve_value_tokens
 
+    spec = get_algorithm(config.algorithm)
     tokenizer = load_tokenizer(config.model)
     policy = load_policy(config.model, seed=config.seed)
-    critic = ValueModel.from_policy(policy)
+    critic = ValueModel.from_policy(policy) if spec.critic == "separate" else None
+    value_ids = reserve_value_tokens(policy, tokenizer) if spec.critic == "shared" else None
     learner = Learner(
         policy,
         critic,
@@ -27,6 +32,13 @@ def build_learner(config: TrainConfig, *, mesh=None):
         clip_high=config.clip_high,
         gae_lambda=config.gae_lambda,
         freeze_critic_attention=config.freeze_critic_attention,
+        value_token_ids=value_ids,
+        tau_v=config.tau_v,
+        r_max=config.r_max,
+        c_v=config.c_v,
+        c_q=config.c_q,
+        beta=config.beta,
+        c_h=config.c_h,
         lr=config.lr,
         critic_lr=config.critic_lr,
         eps_low=config.eps_low,

@@ -33,9 +33,10 @@ class TrainConfig(BaseModel):
     """`builtin`, a folder of task YAMLs, or a SWE-bench JSONL / dataset name."""
     task_ids: list[str] = Field(default_factory=list)
     """Only these task ids (all when empty)."""
-    algorithm: Literal["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo"] = "sao"
+    algorithm: Literal["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo", "sapo"] = "sao"
     """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
-    decoupled PPO, or the critic-free group methods GRPO, Dr.GRPO and DAPO."""
+    decoupled PPO, the critic-free group methods GRPO, Dr.GRPO and DAPO, or SAPO (one model
+    for policy and value, read through two reserved vocabulary tokens)."""
     group_size: int = Field(default=1, gt=0)
     """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
     rollout: Literal["linear", "tree"] = "linear"
@@ -86,6 +87,19 @@ class TrainConfig(BaseModel):
     """Critic-only updates on the first batch before RL starts (SAO's value pre-training)."""
     freeze_critic_attention: bool = False
     """Freeze the critic's attention layers during RL (an option SAO reports)."""
+    tau_v: float = Field(default=1.0, gt=0)
+    """SAPO: temperature of the value readout `V = r_max * clip((z_w+ - z_w-) / tau_v, -1, 1)`;
+    large enough that the logit gap stays inside the band (the clip has no gradient outside)."""
+    r_max: float = Field(default=1.0, gt=0)
+    """SAPO: largest |value| the readout can express; at least the largest |return|."""
+    c_v: float = Field(default=0.5, ge=0)
+    """SAPO: weight of the value loss (V before each turn toward its lambda-return)."""
+    c_q: float = Field(default=0.5, ge=0)
+    """SAPO: weight of the Q loss (Q after each turn toward `r + gamma V_next`)."""
+    beta: float = Field(default=0.001, ge=0)
+    """SAPO: weight of the k3 KL to the rollout policy (the engine's logprobs; no frozen copy)."""
+    c_h: float = Field(default=0.0, ge=0)
+    """SAPO: weight of the entropy bonus (0: off, no entropy is computed)."""
     clip_low: float | None = Field(default=None, gt=0)
     """PPO-family lower clip (default: the algorithm's own, 0.2)."""
     clip_high: float | None = Field(default=None, gt=0)

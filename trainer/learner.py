@@ -9,6 +9,28 @@ GAE lambda and the clipped value loss; `grpo`, `dr_grpo` and `dapo` use group-no
 advantages over the rollouts of each `group_id` and no critic (`dapo` also drops groups
 whose rewards are all equal).
 
+`sapo` (arXiv 2608.19842) has no critic model: one model is policy and value. Two vocabulary
+rows appended by `trainer.models.reserve_value_tokens` (w+ and w-) carry the readout
+`V = r_max * clip((z_w+ - z_w-) / tau_v, -1, 1)`: V before each turn is read from the logits
+that choose its first token, Q after it from the logits at its last token. The step: one
+forward gives the policy logprobs and every V/Q readout -> turn-level GAE (`gamma` and
+`gae_lambda`, default 0.95, count per turn here, not per token; the reward sits on the last
+turn, which ends the episode) -> turn advantages normalised over the whole batch (moments
+all-reduced over micro-batches and ranks) and broadcast to the turn's tokens -> one update of
+`L_clip + c_V L_V + c_Q L_Q + beta KL - c_H H`, token terms weighted by token share, turn
+terms by turn share, so accumulation gives exactly the full-batch loss. When the batch needs
+more than one micro-batch, a no-grad pass reads the values first (advantage normalisation
+needs all of them before any loss); a one-micro-batch step is the single forward.
+Both rows are banned from the policy: the learner's log-softmax never sees them (exactly
+the distribution the hf engine samples from with the same ban), so importance ratios stay
+exact and the rows get gradient from the value terms alone. The KL's reference is the
+rollout policy (the engine's recorded logprobs), not a frozen copy of the initial model:
+a frozen copy would cost a second model's memory and a second forward per step, which is
+what the shared backbone exists to save, and SAPO is single-rollout and near on-policy, so
+the KL to the sampler acts as a trust-region penalty beside the clip. The value-token ids
+are written to `state.json` and to the exported config (`value_token_ids`), and `load`
+refuses a checkpoint whose ids differ.
+
 Scale: launched by `torchrun`, each rank takes every world-size-th trajectory, the models
 are FSDP2-sharded (`trainer.distributed`), and gradients are averaged across ranks. On
 each rank, trajectories are packed into micro-batches by a token budget (longest first)
@@ -44,7 +66,17 @@ from trainer.algorithms import (
     length_adaptive_lambda,
     value_loss,
 )
+from trainer.algorithms.ppo import token_entropy
+from trainer.algorithms.sapo import (
+    broadcast_turns,
+    normalize_turn_advantages,
+    sapo_loss_terms,
+    sapo_value,
+    turn_gae,
+    turn_positions,
+)
 from trainer.models import ValueModel
+from trainer.models import value_token_ids as recorded_value_token_ids
 from trainer.trajectory import Trajectory
 
 
@@ -103,13 +135,47 @@ def _empty_batch(pad_id: int, device) -> dict[str, torch.Tensor]:
     }
 
 
-def token_logprobs(
-    model: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+def policy_logits(logits: torch.Tensor, banned: tuple[int, ...] = ()) -> torch.Tensor:
+    """The logits the policy samples from: `banned` ids (SAPO's value tokens) get no mass.
+
+    Banned ids at the end of the vocabulary (where `reserve_value_tokens` puts them) are
+    sliced off, a view with no copy; elsewhere they are set to -inf. Either way the
+    log-softmax equals the hf engine's, which bans the same ids with -inf."""
+    if not banned:
+        return logits
+    vocab = logits.shape[-1]
+    if sorted(banned) == list(range(vocab - len(banned), vocab)):
+        return logits[..., : vocab - len(banned)]
+    return logits.index_fill(-1, torch.tensor(sorted(banned), device=logits.device), -torch.inf)
+
+
+def target_logprobs(
+    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, banned: tuple[int, ...] = ()
 ) -> torch.Tensor:
-    """log pi(token t+1 | tokens <= t) for every position, shape [B, T-1]."""
+    """log pi(target) under `policy_logits(logits, banned) / temperature`, [B, T] from [B, T, V].
+    A target that is a banned id (a value token spelled out in a prompt or an observation;
+    the policy never samples one) gets 0, not -inf, so masked sums stay finite."""
+    allowed = policy_logits(logits, banned)
+    log_probs = torch.log_softmax(allowed / temperature, dim=-1)
+    if not banned:
+        return log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    is_banned = torch.isin(targets, torch.tensor(banned, device=targets.device))
+    safe = torch.where(is_banned, torch.zeros_like(targets), targets)
+    picked = log_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    return torch.where(is_banned, torch.zeros_like(picked), picked)
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    temperature: float = 1.0,
+    banned: tuple[int, ...] = (),
+) -> torch.Tensor:
+    """log pi(token t+1 | tokens <= t) for every position, shape [B, T-1]; `banned` ids as in
+    `policy_logits`."""
     logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
-    log_probs = torch.log_softmax(logits / temperature, dim=-1)
-    return log_probs.gather(-1, input_ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+    return target_logprobs(logits, input_ids[:, 1:], temperature, banned)
 
 
 class Learner:
@@ -135,6 +201,13 @@ class Learner:
         clip_high: float | None = None,
         gae_lambda: float | None = None,
         freeze_critic_attention: bool = False,
+        value_token_ids: tuple[int, int] | None = None,
+        tau_v: float = 1.0,
+        r_max: float = 1.0,
+        c_v: float = 0.5,
+        c_q: float = 0.5,
+        beta: float = 0.001,
+        c_h: float = 0.0,
         token_budget: int = 16384,
         mesh=None,
         bf16: bool = False,
@@ -157,6 +230,22 @@ class Learner:
             )
         if self.spec.critic == "separate" and critic is None:
             raise ValueError(f"algorithm {algorithm!r} needs a critic (a ValueModel)")
+        # SAPO: the value lives in two reserved vocabulary rows of the policy itself.
+        self.value_token_ids: tuple[int, int] | None = None
+        if self.spec.critic == "shared":
+            ids = tuple(value_token_ids) if value_token_ids is not None else recorded_value_token_ids(policy)
+            if ids is None:
+                raise ValueError(
+                    f"algorithm {algorithm!r} reads values from two reserved tokens: call "
+                    "trainer.models.reserve_value_tokens(policy, tokenizer) first, or pass value_token_ids"
+                )
+            rows = policy.get_output_embeddings().weight.shape[0]
+            if len(set(ids)) != 2 or not all(0 <= i < rows for i in ids):
+                raise ValueError(f"value_token_ids {ids} must be two distinct ids below the vocabulary size {rows}")
+            self.value_token_ids = (int(ids[0]), int(ids[1]))
+        self.banned: tuple[int, ...] = self.value_token_ids or ()
+        """Token ids the policy never samples; the learner's log-softmax leaves them out."""
+        self.tau_v, self.r_max, self.c_v, self.c_q, self.beta, self.c_h = tau_v, r_max, c_v, c_q, beta, c_h
         critic = critic if self.spec.critic == "separate" else None
         if critic is not None and freeze_critic_attention:
             freeze_attention(critic)
@@ -294,6 +383,8 @@ class Learner:
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
         if not trajectories:
             raise ValueError("learner step needs at least one trajectory")
+        if self.spec.critic == "shared":
+            return self._sapo_step(trajectories)
         dropped = 0
         if self.critic is None:
             trajectories, dropped = self._group_advantages(trajectories)
@@ -335,14 +426,7 @@ class Learner:
         critic_losses, critic_ok = self._critic_updates(targets, totals, self.critic_steps)
         policy_ok = policy_ok and critic_ok
 
-        if policy_ok:
-            self._bad_in_a_row = 0
-            self.version += 1
-        else:
-            self.skipped_steps += 1
-            self._bad_in_a_row += 1
-            if self._bad_in_a_row >= self.max_bad_steps:
-                raise NonFiniteError(f"{self._bad_in_a_row} learner steps in a row had a non-finite loss or gradient")
+        self._count(policy_ok)
         tokens = max(totals[0], 1.0)
         return {
             "policy_loss": distributed.all_reduce(policy_loss),
@@ -351,6 +435,163 @@ class Learner:
             **{k: distributed.all_reduce(v) / tokens for k, v in stats_sum.items()},
             "policy_tokens": int(totals[0]),
             **({"zero_variance_dropped": dropped} if self.spec.dynamic_sampling else {}),
+            "micro_batches": len(micro_batches),
+            "skipped_steps": self.skipped_steps,
+            "version": self.version,
+        }
+
+    def _count(self, ok: bool) -> None:
+        """Bump the version after an applied step; count a skipped one, and give up after
+        `max_bad_steps` in a row."""
+        if ok:
+            self._bad_in_a_row = 0
+            self.version += 1
+        else:
+            self.skipped_steps += 1
+            self._bad_in_a_row += 1
+            if self._bad_in_a_row >= self.max_bad_steps:
+                raise NonFiniteError(f"{self._bad_in_a_row} learner steps in a row had a non-finite loss or gradient")
+
+    # -- SAPO: one model for policy and value -----------------------------------------------
+    def _sapo_forward(
+        self, batch: dict[str, torch.Tensor], values_only: bool = False
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+        """One forward: (policy logprobs [B, T-1] with the value tokens banned, the value
+        readout at every position [B, T], the logits [B, T-1, V] for the entropy); with
+        `values_only`, just the readout."""
+        logits = self.policy(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float()
+        plus, minus = self.value_token_ids
+        readout = sapo_value(logits, plus, minus, r_max=self.r_max, tau=self.tau_v)
+        if values_only:
+            return None, readout, None
+        shifted = logits[:, :-1]
+        logp = target_logprobs(shifted, batch["input_ids"][:, 1:], self.temperature, self.banned)
+        return logp, readout, shifted
+
+    def _turn_layout(self, group: list[Trajectory], batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Per turn of each row ([B, N], right-padded): the logit positions of V (before the
+        response) and Q (its last token), which turns are real, rewards (the trajectory's on
+        its last turn) and dones (the last turn ends the episode: graded, no bootstrap); and
+        each token's turn, [B, T-1] in the learner's target frame (-1 off policy tokens)."""
+        # Back to the token frame: position 0 is never a policy token here (`_batch` drops it).
+        token_mask = torch.nn.functional.pad(batch["policy_mask"], (1, 0))
+        rows = [turn_positions(mask) for mask in token_mask]
+        # At least one (masked) turn: a padding micro-batch has none, and gathers need a column.
+        size, width = token_mask.shape[0], max([1] + [len(v) for v, _, _ in rows])
+        device = token_mask.device
+        layout = {
+            "v_index": torch.zeros((size, width), dtype=torch.long, device=device),
+            "q_index": torch.zeros((size, width), dtype=torch.long, device=device),
+            "turn_mask": torch.zeros((size, width), dtype=torch.bool, device=device),
+            "rewards": torch.zeros((size, width), device=device),
+            "dones": torch.zeros((size, width), dtype=torch.bool, device=device),
+            "turn_of_token": torch.stack([index for _, _, index in rows])[:, 1:],
+        }
+        for row, (v_positions, q_positions, _) in enumerate(rows):
+            count = len(v_positions)
+            if not count:
+                continue
+            layout["v_index"][row, :count] = v_positions
+            layout["q_index"][row, :count] = q_positions
+            layout["turn_mask"][row, :count] = True
+            layout["rewards"][row, count - 1] = group[row].reward
+            layout["dones"][row, count - 1] = True
+        return layout
+
+    def _sapo_step(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        micro_batches, totals = self._prepare(trajectories)
+        layouts = [self._turn_layout(group, batch) for group, batch in micro_batches]
+        n_turns = distributed.all_reduce(sum(float(layout["turn_mask"].sum()) for layout in layouts))
+        world = distributed.world_size()
+        horizon = None
+        if self.aggregation == "sequence_sum_norm":  # one horizon for the whole batch
+            horizon = int(distributed.all_reduce(max(len(t) for t in trajectories) - 1, "max"))
+
+        # Values before the update. One micro-batch (on every rank: `_prepare` pads the
+        # counts): its forward with grad is reused for the loss. Several: a no-grad pass
+        # first, since normalising advantages needs every turn of the batch.
+        single = len(micro_batches) == 1
+        outputs = [self._sapo_forward(micro_batches[0][1])] if single else None
+        if single:
+            readouts = [outputs[0][1].detach()]
+        else:
+            with torch.no_grad():
+                readouts = [self._sapo_forward(batch, values_only=True)[1] for _, batch in micro_batches]
+        lam = self.gae_lambda if self.gae_lambda is not None else 0.95
+        targets = []
+        for layout, readout in zip(layouts, readouts, strict=True):
+            values = readout.gather(1, layout["v_index"])
+            targets.append(turn_gae(layout["rewards"], values, layout["dones"], layout["turn_mask"], self.gamma, lam))
+        # Moments of the whole batch's turn advantages (two all-reduces: exact, not sum of squares).
+        real = [target.advantages[layout["turn_mask"]] for target, layout in zip(targets, layouts, strict=True)]
+        count = max(n_turns, 1.0)
+        mean = distributed.all_reduce(sum(float(a.sum()) for a in real)) / count
+        variance = distributed.all_reduce(sum(float(((a - mean) ** 2).sum()) for a in real)) / count
+
+        clip = {k: self.loss_hyper[k] for k in ("clip_low", "clip_high") if k in self.loss_hyper}
+        sums = dict.fromkeys(
+            ("loss", "policy_loss", "value_loss", "q_loss", "kl", "entropy", "value_mean", "return_mean"), 0.0
+        )
+        stats_sum: dict[str, float] = {}
+        finite = True
+        for (group, batch), layout, target in zip(micro_batches, layouts, targets, strict=True):
+            logp, readout, logits = outputs[0] if single else self._sapo_forward(batch)
+            turn_mask = layout["turn_mask"]
+            turn_advantages = normalize_turn_advantages(target.advantages, turn_mask, moments=(mean, variance**0.5))
+            advantages = broadcast_turns(turn_advantages, layout["turn_of_token"])
+            mask = batch["policy_mask"]
+            token_means = ((advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
+            for trajectory, value in zip(group, token_means, strict=False):
+                trajectory.info["advantage"] = value  # curricula read learnability from it
+            values = readout.gather(1, layout["v_index"])
+            terms = sapo_loss_terms(
+                logp,
+                batch["rollout_logp"],
+                advantages,
+                mask,
+                values=values,
+                value_targets=target.returns,
+                q_values=readout.gather(1, layout["q_index"]),
+                q_targets=target.q_targets,
+                turn_mask=turn_mask,
+                logp_ref=batch["rollout_logp"] if self.beta else None,
+                entropy=token_entropy(policy_logits(logits, self.banned) / self.temperature) if self.c_h else None,
+                aggregation=self.aggregation,
+                horizon=horizon,
+                **clip,
+            )
+            token_weight = self._weight(batch, totals)
+            turn_weight = float(turn_mask.sum()) / max(n_turns, 1.0) * world
+            loss = token_weight * (terms.policy + self.beta * terms.kl - self.c_h * terms.entropy) + turn_weight * (
+                self.c_v * terms.value + self.c_q * terms.q
+            )
+            loss.backward()
+            outputs = None  # backward freed the graph; drop the logits too (B x T x vocab floats)
+            del logp, readout, logits
+            finite = finite and bool(torch.isfinite(loss))
+            for key, term, weight in (
+                ("loss", loss, 1.0),
+                ("policy_loss", terms.policy, token_weight),
+                ("value_loss", terms.value, turn_weight),
+                ("q_loss", terms.q, turn_weight),
+                ("kl", terms.kl, token_weight),
+                ("entropy", terms.entropy, token_weight),
+            ):
+                sums[key] += float(term.detach()) * weight / world
+            turns = turn_mask.float()
+            sums["value_mean"] += float((values.detach() * turns).sum()) / max(n_turns, 1.0)
+            sums["return_mean"] += float((target.returns * turns).sum()) / max(n_turns, 1.0)
+            tokens = float(mask.sum())
+            for key, value in terms.stats.items():
+                stats_sum[key] = stats_sum.get(key, 0.0) + value * tokens
+        grad_norm, ok = self._apply(self.policy, self.policy_optimizer, finite)
+        self._count(ok)
+        return {
+            **{k: distributed.all_reduce(v) for k, v in sums.items()},
+            "grad_norm": grad_norm,
+            **{k: distributed.all_reduce(v) / max(totals[0], 1.0) for k, v in stats_sum.items()},
+            "policy_tokens": int(totals[0]),
+            "turns": int(n_turns),
             "micro_batches": len(micro_batches),
             "skipped_steps": self.skipped_steps,
             "version": self.version,
@@ -368,7 +609,9 @@ class Learner:
             for _ in range(steps):
                 total, finite = 0.0, True
                 for _, batch in micro_batches:
-                    logp = token_logprobs(self.policy, batch["input_ids"], batch["attention_mask"], self.temperature)
+                    logp = token_logprobs(
+                        self.policy, batch["input_ids"], batch["attention_mask"], self.temperature, self.banned
+                    )
                     mask = batch["policy_mask"].float()
                     loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
                     weight = self._weight(batch, totals)
@@ -430,6 +673,8 @@ class Learner:
         return {k: v.detach().clone() if v.device.type == "cpu" else v.detach().cpu() for k, v in state.items()}
 
     def engine_weights(self) -> dict[str, torch.Tensor]:
+        """The policy's full weights for the engines. Under SAPO they include the two value
+        rows: the hf engine bans them (it grows its vocabulary to match on the first update)."""
         return self.full_policy_state()
 
     # -- checkpoints ----------------------------------------------------------------------
@@ -476,7 +721,10 @@ class Learner:
             plain.save_pretrained(staging / "policy", safe_serialization=True)
             if tokenizer is not None:
                 tokenizer.save_pretrained(staging / "policy")
-            state = {"version": self.version, "skipped_steps": self.skipped_steps, **(extra or {})}
+            state = {"version": self.version, "skipped_steps": self.skipped_steps}
+            if self.value_token_ids is not None:  # a resumed run must read values from the same rows
+                state["value_token_ids"] = list(self.value_token_ids)
+            state.update(extra or {})
             (staging / "state.json").write_text(json.dumps(state, indent=2))
             if directory.exists():
                 trash = directory.parent / f".{directory.name}.old"
@@ -499,6 +747,15 @@ class Learner:
         directory = Path(directory)
         try:
             state = json.loads((directory / "state.json").read_text())
+        except failures as exc:
+            raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
+        saved_ids = tuple(state["value_token_ids"]) if state.get("value_token_ids") else None
+        if saved_ids != self.value_token_ids:
+            raise CheckpointError(
+                f"checkpoint {directory} reads values from tokens {saved_ids} (None: no SAPO value tokens), "
+                f"this learner ({self.algorithm}) from {self.value_token_ids}: resume with the same algorithm and model"
+            )
+        try:
             training = self._state()
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="torch.distributed is disabled")

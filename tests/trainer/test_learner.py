@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from trainer.learner import CheckpointError, NonFiniteError, SAOLearner, token_logprobs
-from trainer.models import ValueModel, load_policy
+from trainer.models import ValueModel, load_policy, reserve_value_tokens
 from trainer.trajectory import Trajectory
 
 
@@ -145,11 +145,14 @@ def test_value_pretraining_moves_only_the_critic(learner):
     assert learner.version == 0
 
 
-@pytest.mark.parametrize("algorithm", ["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo"])
+@pytest.mark.parametrize("algorithm", ["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo", "sapo"])
 def test_every_algorithm_is_selectable_by_name_and_trains(algorithm):
     policy = load_policy("tiny", seed=0)
-    learner = SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, lr=1e-3, algorithm=algorithm)
-    assert (learner.critic is None) == (algorithm in ("grpo", "dr_grpo", "dapo"))
+    critic = ValueModel.from_policy(policy)
+    if algorithm == "sapo":  # one model: the value is read through two reserved vocabulary rows
+        reserve_value_tokens(policy)
+    learner = SAOLearner(policy, critic, pad_id=0, lr=1e-3, algorithm=algorithm)
+    assert (learner.critic is None) == (algorithm in ("grpo", "dr_grpo", "dapo", "sapo"))
     trajectories = [make_trajectory(load_policy("tiny", seed=3), r, s) for s, r in enumerate([1.0, 0.0, 0.0, 1.0])]
     for traj in trajectories:
         traj.group_id = "g"  # one group of four
