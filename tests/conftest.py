@@ -37,3 +37,18 @@ def _docker_available(request):
         if os.environ.get("SANDBOX_REQUIRE_DOCKER") == "1":
             pytest.fail(f"docker tier required (SANDBOX_REQUIRE_DOCKER=1) but unavailable: {problem}")
         pytest.skip(f"docker sandbox unavailable: {problem}")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """One local Ray per test process, shared by the tests that train (starting Ray takes
+    seconds). Actors see this session's task cache."""
+    import ray
+
+    from trainer.orchestrator.loop import start_ray
+
+    os.environ["AGENTIC_RL_CACHE"] = str(tmp_path_factory.getbasetemp() / "cache")
+    started = start_ray(workers=4)
+    yield
+    if started:
+        ray.shutdown()

@@ -11,7 +11,7 @@ from trainer.train import train
 
 
 @needs_bwrap
-def test_train_then_evaluate_the_checkpoint(tmp_path):
+def test_train_then_evaluate_the_checkpoint(tmp_path, ray_cluster):
     config = load_config(
         None,
         [
@@ -36,7 +36,9 @@ def test_train_then_evaluate_the_checkpoint(tmp_path):
     assert (run_dir / "metrics.png").stat().st_size > 0
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     checkpoint = run_dir / "checkpoints" / "step_000002"
-    assert json.loads((checkpoint / "state.json").read_text()) == {"version": 2, "skipped_steps": 0, "step": 2}
+    state = json.loads((checkpoint / "state.json").read_text())
+    assert (state["version"], state["skipped_steps"], state["step"]) == (2, 0, 2)
+    assert len(sum(state["schedule"]["consumed"], [])) == 4
 
     from tasks import builtin_tasks
 
@@ -72,7 +74,7 @@ def test_train_then_evaluate_the_checkpoint(tmp_path):
 
 
 @needs_bwrap
-def test_group_algorithm_with_value_free_learner_runs(tmp_path):
+def test_group_algorithm_with_value_free_learner_runs(tmp_path, ray_cluster):
     config = load_config(
         None,
         [f"output_dir={tmp_path}", "run_name=grpo", "algorithm=grpo", "group_size=2", "steps=1",
@@ -91,7 +93,7 @@ def test_group_algorithms_refuse_single_rollouts():
 
 
 @needs_bwrap
-def test_pac_curriculum_state_is_checkpointed_and_resumed(tmp_path):
+def test_pac_curriculum_state_is_checkpointed_and_resumed(tmp_path, ray_cluster):
     common = [f"output_dir={tmp_path}", "run_name=pac", "curriculum=pac", "episodes_per_step=2",
               "max_turns=1", "max_new_tokens=8", "checkpoint_every=1"]  # fmt: skip
     run_dir = train(load_config(None, [*common, "steps=1"]))
@@ -110,7 +112,7 @@ def test_pac_curriculum_state_is_checkpointed_and_resumed(tmp_path):
 
 @needs_bwrap
 @pytest.mark.parametrize(("algorithm", "scorer"), [("sao", "value"), ("grpo", "heuristic")])
-def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, algorithm, scorer):
+def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, ray_cluster, algorithm, scorer):
     config = load_config(
         None,
         [f"output_dir={tmp_path}", f"run_name={algorithm}", f"algorithm={algorithm}", "group_size=2", "steps=1",
@@ -122,7 +124,7 @@ def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, algorithm, scorer):
 
 
 @needs_bwrap
-def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, capsys):
+def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster, capsys):
     from tasks import builtin_tasks
 
     first = builtin_tasks()[0].id

@@ -115,7 +115,39 @@ class TrainConfig(BaseModel):
     checkpoint_every: int = Field(default=0, ge=0)
     """Save a checkpoint every N steps (0: only at the end)."""
     resume: str | None = None
-    """Checkpoint folder to resume from."""
+    """Checkpoint folder to resume from, or `auto`: the newest complete checkpoint of this
+    run (a fresh start when there is none)."""
+    mode: Literal["async", "sync"] = "async"
+    """`async`: episodes stream to the learner as they finish and keep going across weight
+    updates; `sync`: the baseline that generates a whole batch, then trains on it."""
+    max_staleness: int = Field(default=1, ge=0)
+    """Async: the most policy versions a consumed trajectory's oldest token may lag behind
+    the learner; older ones are dropped and counted."""
+    staleness_policy: Literal["wait", "drop"] = "wait"
+    """Async: `wait` holds new episodes back while they could exceed `max_staleness`
+    (counted as admission waits); `drop` never holds generation back and only drops."""
+    deterministic: bool = False
+    """Async, bitwise reproducible: batch b is fixed, generated with the weights of step
+    b - max_staleness and consumed whole (overlap without timing-dependent results)."""
+    rollout_workers: int = Field(default=2, gt=0)
+    """Ray actors that play episodes, each with its own inference engine."""
+    episodes_per_worker: int = Field(default=2, gt=0)
+    """Episodes one worker plays at once (they share its engine, one turn at a time)."""
+    batch_tokens: int = Field(default=0, ge=0)
+    """Async: also step when the finished trajectories hold this many tokens (0: off)."""
+    episode_timeout_s: float = Field(default=900.0, gt=0)
+    """An episode running longer is taken as a hung worker: the worker is restarted and
+    the episode retried."""
+    max_attempts: int = Field(default=3, gt=0)
+    """Tries per episode before an infrastructure failure drops it (counted)."""
+    learner_ranks: int = Field(default=1, gt=0)
+    """Ray actors forming the FSDP2 learner (gloo on CPU, NCCL with one GPU each)."""
+    learner_gpus: float = Field(default=0.0, ge=0)
+    """GPUs per learner rank (0 on CPU machines)."""
+    worker_gpus: float = Field(default=0.0, ge=0)
+    """GPUs per rollout worker (vllm engines; a fraction shares one GPU)."""
+    ray_address: str | None = None
+    """Ray cluster to join (`auto`, or host:port); None starts a local one."""
 
 
 def _coerce(text: str):
@@ -125,6 +157,8 @@ def _coerce(text: str):
 def _check_groups(config: TrainConfig, where: str) -> TrainConfig:
     if config.algorithm in ("grpo", "dr_grpo", "dapo") and config.group_size < 2:
         raise ConfigError(f"{where}: field 'group_size': {config.algorithm} compares rollouts of a task, needs >= 2")
+    if config.mode == "sync" and config.deterministic:
+        raise ConfigError(f"{where}: field 'deterministic': applies to mode=async (sync is deterministic already)")
     return config
 
 

@@ -1,0 +1,184 @@
+"""The Ray orchestrator: faults, the synchronous baseline, partial rollouts, and exact resume
+after SIGKILL. Real workers, real sandboxes, the real learner; faults are injected where they
+happen (in the worker's process, see `faults.py`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import needs_bwrap
+from tests.trainer.faults import FaultySandboxes
+from trainer.config import load_config
+from trainer.orchestrator.schedule import EpisodeJob
+from trainer.orchestrator.worker import EpisodeSettings, RolloutWorker
+from trainer.train import train
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = ["episodes_per_step=2", "max_turns=1", "max_new_tokens=8", "lr=1e-3", "critic_lr=1e-3"]
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+
+
+@needs_bwrap
+def test_crashed_and_hung_workers_and_dead_sandboxes_are_retried_not_scored(tmp_path, ray_cluster):
+    faults = FaultySandboxes(str(tmp_path), {3: "crash", 6: "sandbox", 9: "hang"})
+    config = load_config(
+        None,
+        # sync: every batch needs all of its episodes, so none of the faults can be outrun
+        [f"output_dir={tmp_path}", "run_name=faults", "mode=sync", "steps=3", *SMALL, "rollout_workers=2",
+         "episodes_per_worker=2", "episode_timeout_s=20", "max_attempts=3"],
+    )  # fmt: skip
+    run_dir = train(config, sandbox_factory=faults)
+    assert {p.name for p in tmp_path.glob("*.done")} == {"crash.done", "sandbox.done", "hang.done"}
+    records = _records(run_dir)
+    assert [r["step"] for r in records] == [1, 2, 3]  # training went on
+    last = records[-1]
+    assert last["worker_restarts"] >= 2 and last["hung_episodes"] == 1
+    assert last["infra_retries"] >= 3 and last["infra_dropped"] == 0
+    state = json.loads((run_dir / "checkpoints" / "step_000003" / "state.json").read_text())
+    consumed = [i for step in state["schedule"]["consumed"] for i in step]
+    assert len(consumed) == len(set(consumed)) == 6  # each failed episode was played again, once
+
+
+@needs_bwrap
+def test_sync_mode_trains_on_whole_batches_in_order(tmp_path, ray_cluster):
+    config = load_config(None, [f"output_dir={tmp_path}", "run_name=sync", "mode=sync", "steps=2", *SMALL])
+    run_dir = train(config)
+    records = _records(run_dir)
+    assert [r["staleness_max"] for r in records] == [0, 0] and [r["version"] for r in records] == [1, 2]
+    state = json.loads((run_dir / "checkpoints" / "step_000002" / "state.json").read_text())
+    assert state["schedule"]["consumed"] == [["0", "1"], ["2", "3"]]
+
+
+@needs_bwrap
+def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_version():
+    """Partial rollouts: weights published mid-episode are used from the next turn on, every
+    token records the version that sampled it, and its logprob is that version's."""
+    from tasks import builtin_tasks
+    from trainer.learner import token_logprobs
+    from trainer.models import load_policy
+
+    task = builtin_tasks()[0]
+    worker = RolloutWorker(
+        index=0, model="tiny", engine="hf", seed=0, tasks="builtin", task_ids=[task.id], sandbox_backend="local",
+        settings=EpisodeSettings(max_turns=3, max_new_tokens=6, max_total_tokens=4096),
+    )  # fmt: skip
+    first, second = load_policy("tiny", seed=1), load_policy("tiny", seed=2)
+    worker.set_weights(1, {"policy": first.state_dict()})
+    inner = worker.engine.generate
+    turns = []
+
+    def generate(prompts, **kwargs):  # the real engine; a new version lands after turn 1
+        out = inner(prompts, **kwargs)
+        turns.append(out[0].version)
+        if len(turns) == 1:
+            threading.Thread(target=worker.set_weights, args=(2, {"policy": second.state_dict()})).start()
+            time.sleep(0.5)
+        return out
+
+    worker.engine.generate = generate
+    result = worker.run(EpisodeJob(job_id=0, group=0, task_id=task.id, family=task.family, seed=5, batch=0))
+    assert not result.error
+    trajectory = result.trajectories[0]
+    assert turns[0] == 1 and set(turns[1:]) == {2} and len(turns) >= 2
+    versions = [v for v, p in zip(trajectory.versions, trajectory.policy_mask, strict=True) if p]
+    assert versions[0] == 1 and versions[-1] == 2
+    ids = torch.tensor([trajectory.token_ids])
+    for version, model in ((1, first), (2, second)):
+        with torch.no_grad():
+            recomputed = token_logprobs(model.eval(), ids, torch.ones_like(ids))[0]
+        positions = [i for i, v in enumerate(trajectory.versions) if v == version]
+        recorded = torch.tensor([trajectory.logprobs[i] for i in positions])
+        assert torch.allclose(recomputed[[i - 1 for i in positions]], recorded, atol=1e-5)
+
+
+def _launch(tmp_path: Path, run_name: str, args: list[str]) -> subprocess.Popen:
+    log = open(tmp_path / f"{run_name}.log", "a")  # noqa: SIM115 - closed with the process
+    command = [sys.executable, "-m", "trainer.train", *args, f"output_dir={tmp_path}", f"run_name={run_name}",
+               "resume=auto"]  # fmt: skip
+    return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _kill_run(process: subprocess.Popen) -> None:
+    """SIGKILL the whole run: the driver and the Ray processes it started."""
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _training_state(checkpoint: Path) -> dict:
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    out = checkpoint.parent / f"{checkpoint.name}.pt"
+    dcp_to_torch_save(checkpoint / "dcp", out)
+    return torch.load(out, weights_only=False)
+
+
+def _assert_bitwise_equal(a, b, path: str = "") -> None:
+    if isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            _assert_bitwise_equal(a[key], b[key], f"{path}.{key}")
+    elif isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and torch.equal(a, b), f"{path} differs"
+    else:
+        assert a == b, path
+
+
+@needs_bwrap
+def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and_params(tmp_path):
+    args = ["deterministic=true", "max_staleness=1", "steps=4", "checkpoint_every=1", "max_turns=2",
+            "max_new_tokens=8", "episodes_per_step=2", "lr=1e-3", "critic_lr=1e-3", "rollout_workers=2"]  # fmt: skip
+    straight = _launch(tmp_path, "straight", args)
+    assert straight.wait(timeout=600) == 0, (tmp_path / "straight.log").read_text()[-3000:]
+
+    rng = random.Random(0)
+    checkpoints = tmp_path / "killed" / "checkpoints"
+    kills = 0
+    while True:
+        process = _launch(tmp_path, "killed", args)
+        deadline = time.monotonic() + 600
+        if kills == 0:  # the first kill lands while a checkpoint is being written
+            while process.poll() is None and not list(checkpoints.glob(".step_*.partial")):
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+        elif kills < 3:  # then at random points after the run made progress (episodes in flight)
+            before = len(list(checkpoints.glob("step_*")))
+            while process.poll() is None and len(list(checkpoints.glob("step_*"))) == before:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(rng.uniform(0.0, 3.0))
+        else:
+            assert process.wait(timeout=600) == 0, (tmp_path / "killed.log").read_text()[-3000:]
+            break
+        if process.poll() is None:
+            _kill_run(process)
+            kills += 1
+        elif process.returncode == 0:
+            break
+        else:
+            pytest.fail((tmp_path / "killed.log").read_text()[-3000:])
+    assert kills >= 1
+    log = (tmp_path / "killed.log").read_text()
+    assert log.count("resumed from") >= 2
+
+    final = "step_000004"
+    expected = json.loads((tmp_path / "straight" / "checkpoints" / final / "state.json").read_text())
+    actual = json.loads((checkpoints / final / "state.json").read_text())
+    assert actual["schedule"]["consumed"] == expected["schedule"]["consumed"]  # 0 lost, 0 duplicated
+    assert len(sum(actual["schedule"]["consumed"], [])) == 8
+    _assert_bitwise_equal(
+        _training_state(checkpoints / final), _training_state(tmp_path / "straight" / "checkpoints" / final)
+    )

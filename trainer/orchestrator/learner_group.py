@@ -1,0 +1,108 @@
+"""The learner group: `ranks` Ray actors that together are one FSDP2 learner.
+
+Each actor is one rank of a torch.distributed process group (gloo on CPU, NCCL on GPU) and
+holds its shard of the policy and critic (`trainer.learner.Learner`). Every call goes to all
+ranks with the same arguments (each rank takes every world-size-th trajectory of a batch,
+and every collective needs all ranks); rank 0's answer is returned. With one rank nothing
+is sharded and no process group is made.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from trainer.config import TrainConfig
+from trainer.trajectory import Trajectory
+
+
+class LearnerRank:
+    def __init__(self, config: dict, rank: int, world_size: int, address: str, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)  # Ray starts actors with one thread; the learner wants the cores
+        mesh = None
+        if world_size > 1:
+            host, port = address.rsplit(":", 1)
+            os.environ.update(MASTER_ADDR=host, MASTER_PORT=port, RANK=str(rank), WORLD_SIZE=str(world_size))
+            os.environ["LOCAL_RANK"] = "0"  # Ray gives each actor its own GPU (CUDA_VISIBLE_DEVICES)
+            from trainer import distributed
+
+            mesh = distributed.init_from_env()
+        from trainer.build import build_learner
+
+        self.config = TrainConfig.model_validate(config)
+        self.rank = rank
+        self.learner, self.tokenizer = build_learner(self.config, mesh=mesh)
+        self.busy_seconds = 0.0
+
+    def version(self) -> int:
+        return self.learner.version
+
+    def step(self, trajectories: list[Trajectory]) -> dict:
+        started = time.monotonic()
+        record = self.learner.step(trajectories)
+        seconds = time.monotonic() - started
+        self.busy_seconds += seconds
+        # The learner writes per-trajectory advantages into `info` (curricula read them).
+        advantages = [t.info.get("advantage", 0.0) for t in trajectories]
+        return {**record, "learner_seconds": round(seconds, 4), "advantages": advantages}
+
+    def weights(self, with_critic: bool) -> dict:
+        """The full (gathered) weights the engines load: the policy, and the critic for
+        value-scored tree rollouts."""
+        weights = {"policy": self.learner.engine_weights()}
+        if with_critic and self.learner.critic is not None:
+            weights["critic"] = {k: v.detach().cpu().clone() for k, v in self.learner.critic.state_dict().items()}
+        return weights
+
+    def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
+        return self.learner.warm_start(demonstrations, steps, lr)
+
+    def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
+        return self.learner.pretrain_critic(trajectories, steps)
+
+    def has_critic(self) -> bool:
+        return self.learner.critic is not None
+
+    def save(self, directory: str, extra: dict) -> str:
+        return str(self.learner.save(directory, extra=extra, tokenizer=self.tokenizer))
+
+    def load(self, directory: str) -> dict:
+        return self.learner.load(directory)
+
+
+class LearnerGroup:
+    """Handles on the ranks' actors; methods call every rank and return rank 0's answer."""
+
+    def __init__(self, config: TrainConfig, ranks: int, *, num_gpus: float = 0) -> None:
+        import ray
+
+        actor = ray.remote(num_cpus=0, num_gpus=num_gpus)(LearnerRank)
+        address = f"127.0.0.1:{_free_port()}"
+        payload = config.model_dump()
+        threads = max(1, (os.cpu_count() or 1) // ranks)
+        self.ranks = [actor.remote(payload, rank, ranks, address, threads) for rank in range(ranks)]
+
+    def call(self, method: str, *args):
+        """Refs of `method` on every rank; rank 0's ref first."""
+        return [getattr(rank, method).remote(*args) for rank in self.ranks]
+
+    def get(self, method: str, *args):
+        import ray
+
+        return ray.get(self.call(method, *args))[0]
+
+    def kill(self) -> None:
+        import ray
+
+        for rank in self.ranks:
+            ray.kill(rank)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,317 @@
+"""The orchestrator: rollout workers and the learner group as Ray actors, and the loop that
+feeds one from the other.
+
+The driver owns no model. It asks the `Schedule` which episode jobs to start, sends them to
+rollout workers with a free slot (`RolloutWorker.run`), and waits (`ray.wait`) on whatever
+finishes first: an episode (its result goes back to the schedule) or the learner's step
+(its new weights are published to every worker by object reference, and the schedule may
+admit more work). The learner runs while episodes keep running; nothing waits for the
+slowest episode unless the synchronous baseline asks for it.
+
+Faults are handled here: an episode past `episode_timeout_s` means its worker hung; a
+`RayActorError` means it died. Either way the worker is killed, replaced, sandboxes its
+process left are reaped, and its episodes go back to the queue (same seed) until
+`max_attempts`, then are dropped and counted. Sandbox and grading errors come back as
+error results and are retried the same way. None is ever scored 0.
+
+Checkpoints (every `checkpoint_every` learner steps) hold the learner (weights, optimizers)
+and the schedule: jobs not finished, groups half collected, trajectories finished but not
+consumed, what was consumed, the task picker's RNG and curriculum. A gated (sync or
+deterministic) run first lets episodes pinned to older weights finish, so a resumed run
+consumes the same trajectories and reaches the same parameters bit for bit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainer.config import TrainConfig
+from trainer.orchestrator.learner_group import LearnerGroup
+from trainer.orchestrator.schedule import Batch, EpisodeJob, EpisodeResult, Schedule
+from trainer.orchestrator.worker import EpisodeSettings, RolloutWorker
+
+
+@dataclass
+class _Running:
+    job: EpisodeJob
+    worker: int
+    deadline: float
+
+
+@dataclass
+class Counters:
+    worker_restarts: int = 0
+    hung_episodes: int = 0
+    episodes_finished: int = 0
+    learner_busy_seconds: float = 0.0
+    rl_started: float = field(default_factory=time.monotonic)
+
+
+def episode_settings(config: TrainConfig) -> EpisodeSettings:
+    return EpisodeSettings(
+        max_turns=config.max_turns,
+        max_new_tokens=config.max_new_tokens,
+        max_total_tokens=config.max_total_tokens,
+        max_observation_chars=config.max_observation_chars,
+        temperature=config.temperature,
+        rollout=config.rollout,
+        tree_branches=config.tree_branches,
+        tree_children=config.tree_children,
+        tree_expand_every=config.tree_expand_every,
+        tree_scorer=config.tree_scorer,
+    )
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        config: TrainConfig,
+        schedule: Schedule,
+        learner: LearnerGroup,
+        *,
+        sandbox_factory=None,
+        on_step: Callable[[dict, Batch], None] | None = None,
+        save: Callable[[int], None] | None = None,
+    ) -> None:
+        """`on_step(record, batch)` receives each learner step's metrics; `save(step)` is
+        called when a checkpoint is due (after a gated run drained older pins)."""
+        import ray
+
+        self.ray = ray
+        self.config = config
+        self.schedule = schedule
+        self.learner = learner
+        self.on_step = on_step
+        self.save = save
+        self.sandbox_factory = sandbox_factory
+        self.with_critic = config.rollout == "tree" and config.tree_scorer == "value"
+        self.workers: list = [None] * config.rollout_workers
+        self.running: dict = {}  # episode ref -> _Running
+        self.learner_ref = None
+        self.learner_batch: Batch | None = None
+        self.learner_started = 0.0
+        self.weights_ref = None
+        self.counters = Counters()
+        self.version = 0
+        for index in range(config.rollout_workers):
+            self._start_worker(index)
+
+    # -- workers ------------------------------------------------------------------------------
+    def _start_worker(self, index: int) -> None:
+        config = self.config
+        slots = config.episodes_per_worker
+        actor = self.ray.remote(num_cpus=0, num_gpus=config.worker_gpus, max_concurrency=slots + 2)(RolloutWorker)
+        self.workers[index] = actor.remote(
+            index=index,
+            model=config.model,
+            engine=config.engine,
+            seed=config.seed,
+            tasks=config.tasks,
+            task_ids=list(config.task_ids),
+            sandbox_backend=config.sandbox_backend,
+            settings=episode_settings(config),
+            keep_versions=config.max_staleness + 2,
+            prefix_cache=not (config.deterministic or config.mode == "sync"),
+            sandbox_factory=self.sandbox_factory,
+        )
+        if self.weights_ref is not None:
+            self.workers[index].set_weights.remote(self.version, self.weights_ref)
+
+    def _restart_worker(self, index: int, *, culprit: int | None = None) -> None:
+        """Kill worker `index`, start a new one, and put its episodes back in the queue. The
+        culprit (the hung episode; every episode of a crashed worker) uses up an attempt."""
+        self.ray.kill(self.workers[index], no_restart=True)
+        self.counters.worker_restarts += 1
+        for ref, running in list(self.running.items()):
+            if running.worker == index:
+                del self.running[ref]
+                self.schedule.fail(running.job.job_id, blame=culprit is None or running.job.job_id == culprit)
+        try:  # sandboxes whose owner died
+            from sandboxes.reaper import reap
+
+            reap()
+        except Exception as exc:  # noqa: BLE001 - reaping is best effort; the run goes on
+            print(f"reaping after a worker restart failed: {exc}")
+        self._start_worker(index)
+
+    def publish(self, version: int) -> None:
+        """Send the learner's current weights to every worker (by reference: one copy in
+        Ray's object store, fetched by each worker)."""
+        self.version = version
+        self.weights_ref = self.learner.call("weights", self.with_critic)[0]
+        # Not awaited: a hung worker must not stall the loop; episodes wait for their weights.
+        for worker in self.workers:
+            worker.set_weights.remote(version, self.weights_ref)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _free_slots(self) -> dict[int, int]:
+        used = [0] * len(self.workers)
+        for running in self.running.values():
+            used[running.worker] += 1
+        return {i: self.config.episodes_per_worker - used[i] for i in range(len(self.workers))}
+
+    def _dispatch(self) -> None:
+        free = self._free_slots()
+        jobs = self.schedule.next_jobs(self.version, sum(free.values()))
+        for job in jobs:
+            index = max(free, key=lambda i: (free[i], -i))
+            free[index] -= 1
+            ref = self.workers[index].run.remote(job)
+            self.running[ref] = _Running(job, index, time.monotonic() + self.config.episode_timeout_s)
+
+    def _maybe_step(self) -> None:
+        if self.learner_ref is not None:
+            return
+        batch = self.schedule.take_batch(self.version)
+        if batch is None:
+            return
+        if not batch.trajectories:  # every trajectory was dropped (stale or failed)
+            self.schedule.learner_done()
+            if self.on_step:
+                self.on_step({"episodes": 0, "version": self.version}, batch)
+            return
+        self.learner_batch = batch
+        self.learner_started = time.monotonic()
+        self.learner_ref = self.learner.call("step", batch.trajectories)[0]
+
+    def _on_result(self, ref) -> None:
+        running = self.running.pop(ref)
+        try:
+            result: EpisodeResult = self.ray.get(ref)
+        except self.ray.exceptions.RayActorError as exc:
+            self.running[ref] = running  # _restart_worker requeues it with the others
+            print(f"worker {running.worker} died ({type(exc).__name__}); restarting it")
+            self._restart_worker(running.worker)
+            return
+        outcome = self.schedule.finish(result)
+        if outcome == "done":
+            self.counters.episodes_finished += 1
+        elif result.error:
+            print(f"episode {running.job.job_id} ({running.job.task_id}): {result.error} -> {outcome}")
+
+    def _on_learner(self) -> None:
+        record = self.ray.get(self.learner_ref)
+        batch = self.learner_batch
+        self.learner_ref, self.learner_batch = None, None
+        for trajectory, advantage in zip(batch.trajectories, record.pop("advantages"), strict=True):
+            trajectory.info["advantage"] = advantage
+        self.schedule.picker.observe(batch.trajectories)
+        self.publish(int(record["version"]))
+        self.counters.learner_busy_seconds += time.monotonic() - self.learner_started
+        self.schedule.learner_done()
+        if self.on_step:
+            self.on_step(record, batch)
+        step = self.schedule.steps_done
+        if self.save and (
+            step == self.config.steps or (self.config.checkpoint_every and step % self.config.checkpoint_every == 0)
+        ):
+            self._drain_older_pins()
+            self.save(step)
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for running in list(self.running.values()):
+            if running.deadline < now and running in self.running.values():
+                self.counters.hung_episodes += 1
+                print(
+                    f"episode {running.job.job_id} ({running.job.task_id}) on worker {running.worker} passed "
+                    f"episode_timeout_s={self.config.episode_timeout_s}: restarting the worker"
+                )
+                self._restart_worker(running.worker, culprit=running.job.job_id)
+
+    def _wait(self) -> None:
+        refs = list(self.running)
+        if self.learner_ref is not None:
+            refs.append(self.learner_ref)
+        if not refs:
+            raise RuntimeError("the orchestrator has nothing to wait for: no episode can be started")
+        deadline = min((r.deadline for r in self.running.values()), default=time.monotonic() + 60)
+        timeout = max(0.0, min(60.0, deadline - time.monotonic()))
+        done, _ = self.ray.wait(refs, num_returns=1, timeout=timeout)
+        for ref in done:
+            if ref is self.learner_ref or (self.learner_ref is not None and ref == self.learner_ref):
+                self._on_learner()
+            else:
+                self._on_result(ref)
+        self._check_deadlines()
+
+    def _drain_older_pins(self) -> None:
+        """Before a gated run's checkpoint: let every episode pinned to older weights finish
+        (a resumed run no longer has those weights to replay them with)."""
+        while any(job.version is not None and job.version < self.version for job in self.schedule.jobs.values()):
+            self._dispatch()
+            self._wait()
+
+    def run(self, steps: int) -> None:
+        """Run until the schedule has completed `steps` learner steps."""
+        self.counters.rl_started = time.monotonic()
+        while self.schedule.steps_done < steps:
+            self._dispatch()
+            self._maybe_step()
+            if self.schedule.steps_done >= steps:
+                break
+            self._wait()
+
+    def play(self, jobs: list[EpisodeJob]) -> list:
+        """Run `jobs` outside the schedule (e.g. the batch value pre-training learns from)."""
+        pending = {}
+        free = self._free_slots()
+        results = []
+        queue = list(jobs)
+        while queue or pending:
+            while queue and any(v > 0 for v in free.values()):
+                index = max(free, key=lambda i: (free[i], -i))
+                free[index] -= 1
+                job = queue.pop(0)
+                pending[self.workers[index].run.remote(job)] = (job, index)
+            done, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.config.episode_timeout_s)
+            if not done:
+                raise RuntimeError(f"episodes did not finish within {self.config.episode_timeout_s}s")
+            for ref in done:
+                job, index = pending.pop(ref)
+                free[index] += 1
+                result = self.ray.get(ref)
+                if result.error:
+                    print(f"episode {job.job_id} ({job.task_id}) left out: {result.error}")
+                results.extend(result.trajectories)
+        return results
+
+    def learner_idle_fraction(self) -> float:
+        wall = time.monotonic() - self.counters.rl_started
+        return max(0.0, 1.0 - self.counters.learner_busy_seconds / wall) if wall > 0 else 0.0
+
+    def shutdown(self) -> None:
+        for worker in self.workers:
+            if worker is not None:
+                self.ray.kill(worker, no_restart=True)
+        self.learner.kill()
+
+
+def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
+    """Join the Ray cluster at `address`, or start a local one; returns whether this call
+    started Ray (and so should shut it down). Actors get this checkout on their path and
+    the sandbox settings (AGENTIC_RL_*, SANDBOX_*) of this process."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    env = {k: v for k, v in os.environ.items() if k.startswith(("AGENTIC_RL_", "SANDBOX_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
+    options: dict = {"runtime_env": {"env_vars": env}, "logging_level": "WARNING"}
+    if address:
+        ray.init(address=address, **options)
+    else:
+        cpus = max(os.cpu_count() or 1, workers)  # logical slots; the episodes mostly wait on sandboxes
+        ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
+    return True
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint of a run (partial writes are dot-folders, skipped)."""
+    folder = run_dir / "checkpoints"
+    complete = sorted(p for p in folder.glob("step_*") if (p / "state.json").is_file()) if folder.is_dir() else []
+    return complete[-1] if complete else None
