@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxLimits, SandboxSpec
+from sandboxes.base import ExecResult, Mount, Sandbox, SandboxError, SandboxLimits, SandboxSpec
 
 BACKENDS = {
     "local": "sandboxes.local:LocalSandbox",
@@ -18,6 +18,7 @@ BACKENDS = {
 __all__ = [
     "BACKENDS",
     "ExecResult",
+    "Mount",
     "Sandbox",
     "SandboxError",
     "SandboxLimits",

@@ -79,6 +79,18 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True)
+class Mount:
+    """A host directory shown inside a sandbox (a bind mount), e.g. an interpreter or a
+    virtualenv built outside it. Read-only unless `writable`."""
+
+    source: Path
+    """The host directory."""
+    target: str
+    """Where the sandbox sees it: an absolute path."""
+    writable: bool = False
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """What a sandbox starts from: files, image, where to run, with which limits.
 
@@ -96,6 +108,9 @@ class SandboxSpec:
     """Docker image to run (a local tag, a built definition's image, or a registry name such
     as a SWE-bench instance image). None: the locally built base image. The local backend
     runs the host's toolchain and ignores it."""
+    mounts: tuple[Mount, ...] = ()
+    """Host directories bound into the sandbox (not copied: a writable one is shared with
+    the host). The docker backend binds them too, so they need an engine on this host."""
     user: str | None = None
     """User to run as in a docker sandbox; None: the image's own USER (non-root in the base
     image). The local backend runs commands under an unprivileged uid of its own when the

@@ -396,6 +396,8 @@ class DockerSandbox(SupervisedSandbox):
             memswap_limit=limits.memory_bytes,
             nano_cpus=int(limits.cpus * 1e9) if limits.cpus else None,
             tmpfs={"/tmp": f"size={limits.tmp_bytes},mode=1777"},
+            binds={str(m.source): {"bind": m.target, "mode": "rw" if m.writable else "ro"} for m in spec.mounts}
+            or None,
             shm_size=limits.tmp_bytes,
             auto_remove=True,
             log_config=docker.types.LogConfig(type="none"),

@@ -10,6 +10,8 @@ A definition says what a sandbox starts from and how it is limited:
       # debootstrap: {suite: bookworm, variant: minbase, include: [python3, git]}
       setup:                          #   run as root, with the network, in order
         - apt-get update && apt-get install -y --no-install-recommends make
+      copy:                           #   host files put into the image before setup
+        - {source: vendor/, target: /opt/vendor, exclude: ["*.pyc"]}
       env: {PIP_NO_CACHE_DIR: "1"}    #   baked into the image
       user: sandbox                   #   the user sandboxes run as
     tag: agentic-rl/pytest-box:latest # the built image's name (default agentic-rl/NAME:latest)
@@ -18,17 +20,26 @@ A definition says what a sandbox starts from and how it is limited:
     env: {PYTHONDONTWRITEBYTECODE: "1"}
     network: false
     limits: {timeout_s: 60, pids: 256, memory_bytes: 2G, tmp_bytes: 256M}
+    mounts:                           # host folders bound in, read-only unless writable
+      - {source: /srv/data, target: /data, writable: false}
+    python:                           # a CPython virtualenv at /opt/venv (sandboxes.pyenv)
+      version: "3.9"
+      setup: [python -m pip install pytest==8.3.5]
 
 `python -m sandboxes build DEF` builds the recipe. Built images are cached by the content
-hash of the recipe (and of the base image's id): the hash is a label on the image, and
-building an unchanged definition finds it and does nothing. The shipped `images/base.yaml`
-is the local base image: debootstrap + `docker import`, because no registry is reachable
-here; where one is, `image:` can name any published image instead.
+hash of the recipe (and of the base image's id, and of what `copy` puts in: the names,
+modes, sizes and modification times of its files): the hash is a label on the image, and
+building an unchanged definition finds it and does nothing. A `python:` environment is
+built per backend by `sandboxes.pyenv.prepare` (a definition with one must be prepared
+before `spec()`). The shipped `images/base.yaml` is the local base image: debootstrap +
+`docker import`, because no registry is reachable here; where one is, `image:` can name
+any published image instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import io
 import json
@@ -37,6 +48,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import types
@@ -47,7 +59,8 @@ from typing import Any
 
 import yaml
 
-from sandboxes.base import DEFAULT_IMAGE, SandboxError, SandboxLimits, SandboxSpec
+from sandboxes.base import DEFAULT_IMAGE, Mount, SandboxError, SandboxLimits, SandboxSpec
+from sandboxes.pyenv import PythonEnv
 
 RECIPE_FORMAT = 1
 """Bumped when the way a recipe becomes an image changes, so old builds are not reused."""
@@ -73,11 +86,23 @@ class Debootstrap:
 
 
 @dataclass(frozen=True)
+class Copy:
+    """Host files put into an image: a file, or a folder's content (less `exclude`, shell
+    patterns matched against paths relative to it)."""
+
+    source: Path
+    target: str
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class BuildRecipe:
-    """How to build a sandbox image: a base (an image, or debootstrap) plus setup steps."""
+    """How to build a sandbox image: a base (an image, or debootstrap), files copied in,
+    then setup steps."""
 
     base: str | None = None
     debootstrap: Debootstrap | None = None
+    copy: tuple[Copy, ...] = ()
     setup: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     user: str | None = None
@@ -98,6 +123,8 @@ class SandboxDefinition:
     network: bool = False
     user: str | None = None
     limits: SandboxLimits = field(default_factory=SandboxLimits)
+    mounts: tuple[Mount, ...] = ()
+    python: PythonEnv | None = None
 
     @property
     def image_name(self) -> str:
@@ -109,7 +136,13 @@ class SandboxDefinition:
         return DEFAULT_IMAGE
 
     def spec(self) -> SandboxSpec:
+        if self.python is not None:
+            raise DefinitionError(
+                f"{self.path}: its python environment is not built yet: "
+                "prepare it for a backend first (sandboxes.pyenv.prepare)"
+            )
         return SandboxSpec(
+            mounts=self.mounts,
             workspace=self.workspace,
             workdir=self.workdir,
             env=dict(self.env),
@@ -209,6 +242,26 @@ def parse_definition(data: Any, source: Path) -> SandboxDefinition:
         recipe = definition.build
         if (recipe.base is None) == (recipe.debootstrap is None):
             errors.append("build: give exactly one of base or debootstrap")
+        copies = []
+        for i, item in enumerate(recipe.copy):
+            host = _anchored(item.source, source_path=Path(source))
+            if not host.exists():
+                errors.append(f"build.copy[{i}].source: {host} does not exist")
+            if not item.target.startswith("/"):
+                errors.append(f"build.copy[{i}].target: must be an absolute path, got {item.target!r}")
+            copies.append(dataclasses.replace(item, source=host))
+        definition = dataclasses.replace(definition, build=dataclasses.replace(recipe, copy=tuple(copies)))
+    mounts = []
+    for i, mount in enumerate(definition.mounts):
+        host = _anchored(mount.source, source_path=Path(source))
+        if not host.exists():
+            errors.append(f"mounts[{i}].source: {host} does not exist")
+        if not mount.target.startswith("/"):
+            errors.append(f"mounts[{i}].target: must be an absolute path, got {mount.target!r}")
+        mounts.append(dataclasses.replace(mount, source=host))
+    definition = dataclasses.replace(definition, mounts=tuple(mounts))
+    if definition.python is not None and not definition.python.version:
+        errors.append("python.version: give a CPython version such as '3.9'")
     if not definition.workdir.startswith("/"):
         errors.append(f"workdir: must be an absolute path, got {definition.workdir!r}")
     if definition.workspace is not None:
@@ -221,6 +274,11 @@ def parse_definition(data: Any, source: Path) -> SandboxDefinition:
     if errors:
         raise DefinitionError(f"{where}: " + "; ".join(errors))
     return definition
+
+
+def _anchored(path: Path, *, source_path: Path) -> Path:
+    """A path of a definition file: relative ones are relative to the file's folder."""
+    return path if path.is_absolute() else (source_path.parent / path).resolve()
 
 
 def load_definition(path: str | Path) -> SandboxDefinition:
@@ -244,11 +302,48 @@ class BuildResult:
     content_hash: str
 
 
+def tree_fingerprint(root: Path, exclude: tuple[str, ...] = ()) -> str:
+    """What identifies a file or folder to copy, cheaply: its files' relative names, modes,
+    sizes and modification times (not their bytes)."""
+    digest = hashlib.sha256()
+    for path, relative in _copied_files(root, exclude):
+        info = path.lstat()
+        digest.update(f"{relative}\0{info.st_mode:o}\0{info.st_size}\0{info.st_mtime_ns}\0".encode())
+    return digest.hexdigest()
+
+
+def _copied_files(root: Path, exclude: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """(path, path relative to root) of what a copy takes, in a stable order."""
+    root = Path(root)
+    if not root.is_dir():
+        return [(root, root.name)]
+    files = []
+    for directory, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in [*dirs, *sorted(names)]:
+            path = Path(directory) / name
+            relative = str(path.relative_to(root))
+            if any(fnmatch.fnmatch(relative, pattern) for pattern in exclude):
+                if name in dirs:
+                    dirs.remove(name)  # nothing below an excluded folder either
+                continue
+            files.append((path, relative))
+    return files
+
+
 def content_hash(recipe: BuildRecipe, base_id: str | None) -> str:
-    """What identifies a built image: the recipe (less the mirror) and the base's id."""
+    """What identifies a built image: the recipe (less the mirror), the base's id, and
+    the fingerprints of what it copies in."""
     body = dataclasses.asdict(recipe)
     if body.get("debootstrap"):
         body["debootstrap"].pop("mirror", None)
+    copies = body.pop("copy")
+    if copies:  # absent for recipes without copies, so their hashes stay what they were
+        body["copy"] = [
+            {**{k: str(v) if isinstance(v, Path) else v for k, v in item.items()},
+             "fingerprint": tree_fingerprint(Path(item["source"]), tuple(item["exclude"]))}
+            for item in copies
+        ]  # fmt: skip
     return hashlib.sha256(
         json.dumps({"format": RECIPE_FORMAT, "recipe": body, "base": base_id}, sort_keys=True).encode()
     ).hexdigest()
@@ -358,6 +453,8 @@ def _dockerfile(definition: SandboxDefinition, base_id: str, digest: str) -> str
     lines = [f"FROM {base_id}", "USER root"]
     for key, value in recipe.env.items():
         lines.append(f"ENV {key}={json.dumps(value)}")
+    for i, item in enumerate(recipe.copy):
+        lines.append(f"COPY {json.dumps([f'copy/{i}', item.target])}")
     for step in recipe.setup:
         lines.append("RUN " + json.dumps(["/bin/sh", "-c", step]))  # exec form: any text is safe
     if recipe.user:
@@ -366,26 +463,60 @@ def _dockerfile(definition: SandboxDefinition, base_id: str, digest: str) -> str
     return "\n".join(lines) + "\n"
 
 
+def _context(definition: SandboxDefinition, dockerfile: str, archive: Any) -> None:
+    """The build context as a tar: the Dockerfile and, under copy/N, what `copy` takes
+    (owned by root, modes kept)."""
+
+    def owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        for i, item in enumerate(definition.build.copy):
+            root = Path(item.source)
+            if not root.is_dir():
+                tar.add(root, arcname=f"copy/{i}", recursive=False, filter=owned)
+                continue
+            tar.add(root, arcname=f"copy/{i}", recursive=False, filter=owned)
+            for path, relative in _copied_files(root, item.exclude):
+                tar.add(path, arcname=f"copy/{i}/{relative}", recursive=False, filter=owned)
+
+
 def _build_on(engine: Any, definition: SandboxDefinition, base_id: str, digest: str, log) -> str:
     tag = definition.image_name
     dockerfile = _dockerfile(definition, base_id, digest)
-    log(f"building {tag}: {len(definition.build.setup)} setup step(s)")
-    stream = engine.api.build(
-        fileobj=io.BytesIO(dockerfile.encode()),
-        tag=tag,
-        network_mode="host",  # setup steps may apt-get and pip install; sandboxes never can
-        rm=True,
-        forcerm=True,
-        decode=True,
-    )
-    image_id = None
-    for chunk in stream:
-        if "stream" in chunk:
-            text = chunk["stream"].rstrip()
-            if text:
-                log(f"  {text}")
-        if "error" in chunk:
-            raise SandboxError(f"{definition.path}: build.setup failed: {chunk['error'].strip()}")
-        if "aux" in chunk and "ID" in chunk["aux"]:
-            image_id = chunk["aux"]["ID"]
+    log(f"building {tag}: {len(definition.build.copy)} cop(ies), {len(definition.build.setup)} setup step(s)")
+    with tempfile.TemporaryFile(prefix="sandbox-context-") as archive:
+        _context(definition, dockerfile, archive)
+        archive.seek(0)
+        stream = engine.api.build(
+            fileobj=archive,
+            custom_context=True,
+            tag=tag,
+            network_mode="host",  # setup steps may apt-get and pip install; sandboxes never can
+            rm=True,
+            forcerm=True,
+            decode=True,
+            timeout=None,  # a setup step may take many minutes
+        )
+        image_id = None
+        step = ""
+        for chunk in stream:
+            if "stream" in chunk:
+                text = chunk["stream"].rstrip()
+                if text.startswith("Step "):
+                    step = text
+                if text:
+                    log(f"  {text}")
+            if "error" in chunk:
+                raise SandboxError(
+                    f"{definition.path}: build failed at {step or 'the start'}: {chunk['error'].strip()}"
+                )
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
     return image_id or engine.images.get(tag).id

@@ -48,6 +48,8 @@ RW_IN_SANDBOX = "/opt/sandbox/rw"
 # Read-only host paths the toolchain needs; nothing else of the host is visible.
 HOST_RO_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives")
 HOST_RO_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/ssl/certs/ca-certificates.crt")
+# Name resolution, for sandboxes given the network (e.g. one that pip-installs an environment).
+HOST_NETWORK_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Sandbox uids: far above any real account's, one per sandbox family (a sandbox and its forks
 # share files, so they share a uid and hence an RLIMIT_NPROC budget).
@@ -353,8 +355,29 @@ class LocalSandbox(SupervisedSandbox):
             args += ["--bind", str(self._root / "workspace"), spec.workdir, "--unshare-all", "--cap-drop", "ALL"]
             if spec.network:
                 args.append("--share-net")
+        if spec.network:
+            for path in HOST_NETWORK_FILES:
+                args += ["--ro-bind-try", path, path]
+        args += self._mount_args()
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
+        return args
+
+    def _mount_args(self) -> list[str]:
+        """Bind mounts of `spec.mounts`, after everything else so that they may sit inside
+        /tmp or /opt; their missing parents are made world-readable (bubblewrap's own are 0700)."""
+        args: list[str] = []
+        made = {"/", "/etc", "/etc/ssl", "/etc/ssl/certs", "/opt", "/opt/sandbox", "/tmp", "/dev", "/proc"}
+        for mount in self.spec.mounts:
+            if not mount.target.startswith("/"):
+                raise SandboxError(f"mount target {mount.target!r} is not an absolute path")
+            if not Path(mount.source).exists():
+                raise SandboxError(f"mount source {mount.source} does not exist")
+            for parent in reversed(Path(mount.target).parents):
+                if str(parent) not in made:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+                    made.add(str(parent))
+            args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
         return args
 
     # -- fork and close -------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""Python environments for sandboxes (`sandboxes.pyenv`), mounts, and build copies: the parts
+that need no package index. A full build is exercised by tests/tasks/test_swebench_envs.py."""
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from sandboxes import Mount, SandboxSpec, make_sandbox
+from sandboxes.images import BuildRecipe, Copy, DefinitionError, content_hash, load_definition, tree_fingerprint
+from sandboxes.pyenv import EnvironmentBuildError, find_python, installed_pythons, pip_settings, prepare
+from tests.conftest import needs_bwrap
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "box.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_recipes_without_copies_keep_their_hash():
+    """Built images are found by this hash: adding `copy` must not rebuild the base image."""
+    recipe = BuildRecipe(base="img", setup=("echo a",), user="sandbox")
+    old_body = {"base": "img", "debootstrap": None, "setup": ["echo a"], "env": {}, "user": "sandbox"}
+    old = hashlib.sha256(json.dumps({"format": 1, "recipe": old_body, "base": "sha256:1"}, sort_keys=True).encode())
+    assert content_hash(recipe, "sha256:1") == old.hexdigest()
+
+
+def test_copies_are_hashed_by_what_they_copy(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a")
+    (tmp_path / "src" / "skip.pyc").write_text("x")
+    recipe = BuildRecipe(base="img", copy=(Copy(tmp_path / "src", "/opt/src", ("*.pyc",)),))
+    before = content_hash(recipe, "sha256:1")
+    (tmp_path / "src" / "skip.pyc").write_text("changed, but excluded")
+    assert content_hash(recipe, "sha256:1") == before
+    (tmp_path / "src" / "a.txt").write_text("a longer a")
+    assert content_hash(recipe, "sha256:1") != before
+    assert tree_fingerprint(tmp_path / "src") != tree_fingerprint(tmp_path / "src", ("*.pyc",))
+
+
+def test_python_mounts_and_copies_parse_with_paths_anchored(tmp_path):
+    (tmp_path / "data").mkdir()
+    path = write(
+        tmp_path,
+        "mounts: [{source: data, target: /data}]\n"
+        "build: {base: agentic-rl/base:bookworm, copy: [{source: data, target: /opt/data}]}\n"
+        "python: {version: '3.9', setup: [python -m pip install x], install: [python -m pip install -e .]}\n",
+    )
+    definition = load_definition(path)
+    assert definition.mounts == (Mount(tmp_path / "data", "/data"),)
+    assert definition.build.copy[0].source == tmp_path / "data"
+    assert definition.python.version == "3.9" and definition.python.install == ("python -m pip install -e .",)
+    with pytest.raises(DefinitionError, match="python environment is not built yet"):
+        definition.spec()
+    assert dataclasses.replace(definition, python=None).spec().mounts == definition.mounts
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("mounts: [{source: nope, target: /x}]\n", r"mounts\[0\].source: .*nope does not exist"),
+        ("mounts: [{source: ., target: x}]\n", r"mounts\[0\].target: must be an absolute path"),
+        ("python: {setup: [x]}\n", r"python.version: give a CPython version"),
+        ("python: {version: '3.9', conda: [x]}\n", r"unknown field\(s\) conda"),
+    ],
+)
+def test_bad_python_and_mount_fields_name_the_field(tmp_path, text, message):
+    with pytest.raises(DefinitionError, match=message):
+        load_definition(write(tmp_path, text))
+
+
+def test_interpreters_come_from_pyenv_and_a_missing_one_is_named(tmp_path, monkeypatch):
+    installed = installed_pythons()
+    if not installed:
+        pytest.skip("pyenv has no CPython here")
+    newest = max(installed, key=lambda v: tuple(map(int, v.split("."))))
+    major_minor = ".".join(newest.split(".")[:2])
+    assert find_python(major_minor) == installed[newest] and find_python(newest) == installed[newest]
+    with pytest.raises(EnvironmentBuildError, match=r"Python 2\.5 is not installed") as error:
+        find_python("2.5")
+    assert error.value.part == "python"
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
+    with pytest.raises(EnvironmentBuildError, match="has: none"):
+        find_python(major_minor)
+
+
+def test_the_hosts_pip_settings_follow_builds(tmp_path, monkeypatch):
+    """A CA bundle and a local wheel folder the host's pip uses: mounted as they are for a
+    local build; for an image, the file is copied in and the folder left out."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    monkeypatch.setenv("PIP_CERT", str(ca))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    local = pip_settings(for_image=False)
+    assert local.variables["PIP_CERT"] == str(ca) and local.variables["SSL_CERT_FILE"] == str(ca)
+    assert local.variables["PIP_FIND_LINKS"] == str(wheels) and {ca, wheels} <= set(local.paths)
+    image = pip_settings(for_image=True)
+    index = image.paths.index(ca)
+    assert image.variables["PIP_CERT"] == f"/opt/pip-host/{index}-ca.pem"
+    assert "PIP_FIND_LINKS" not in image.variables and wheels not in image.paths
+
+
+def test_local_refuses_system_steps_unless_the_host_has_what_they_make(tmp_path):
+    if not installed_pythons():
+        pytest.skip("pyenv has no CPython here")
+    version = ".".join(next(iter(installed_pythons())).split(".")[:2])
+    refused = load_definition(write(tmp_path, f"python: {{version: '{version}', system: [apt-get install -y x]}}\n"))
+    with pytest.raises(EnvironmentBuildError, match="need root in an image.*use the docker backend") as error:
+        prepare(refused, "local", log=lambda line: None)
+    assert error.value.part == "system"
+    unmet = dataclasses.replace(refused, python=dataclasses.replace(refused.python, system_check="false"))
+    with pytest.raises(EnvironmentBuildError, match="this host lacks what they make"):
+        prepare(unmet, "local", log=lambda line: None)
+
+
+@needs_bwrap
+def test_local_sandboxes_see_mounts_read_only_unless_writable(tmp_path):
+    shared, scratch = tmp_path / "shared", tmp_path / "scratch"
+    shared.mkdir()
+    scratch.mkdir()
+    (shared / "tool.txt").write_text("tool\n")
+    scratch.chmod(0o777)  # the sandbox's own uid writes into it
+    mounts = (Mount(shared, "/root/.pyenv/x"), Mount(scratch, "/opt/scratch", writable=True))
+    with make_sandbox(SandboxSpec(mounts=mounts)) as sandbox:
+        assert sandbox.exec("cat /root/.pyenv/x/tool.txt").output == "tool\n"  # parents made readable
+        assert sandbox.exec("touch /root/.pyenv/x/new").exit_code != 0
+        assert sandbox.exec("echo hi > /opt/scratch/out").exit_code == 0
+    assert (scratch / "out").read_text() == "hi\n"
