@@ -25,6 +25,28 @@ AGENT_PATCH = "/tmp/grading/agent.patch"
 TEST_PATCH = "/tmp/grading/test.patch"
 
 
+# What a test run prints when a test reached for the network, which sandboxes never have:
+# such a test fails whatever the patch (SWE-bench's requests rows call httpbin.org).
+NETWORK_ERRORS = (
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "nodename nor servname provided",
+    "Network is unreachable",
+    "Failed to establish a new connection",
+    "getaddrinfo failed",
+    "Could not resolve host",
+    "No route to host",
+)
+
+
+def network_error(log: str) -> str | None:
+    """The first line of a test log that shows a test reaching for the network, if any."""
+    for line in log.splitlines():
+        if any(sign in line for sign in NETWORK_ERRORS):
+            return line.strip()[:300]
+    return None
+
+
 class GradingError(RuntimeError):
     """Grading could not reach a verdict (infrastructure); the message names the task."""
 

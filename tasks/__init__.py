@@ -73,9 +73,11 @@ def builtin_tasks(ids: list[str] | None = None) -> list[Task]:
     return select(load_tasks([BUILTIN_DIR]), ids, "built-in suite")
 
 
-def load_task_set(source: str, ids: list[str] | None = None) -> list[Task]:
+def load_task_set(source: str, ids: list[str] | None = None, repo_cache: str | Path | None = None) -> list[Task]:
     """Tasks by source: `builtin`, a folder or YAML of task definitions, or SWE-bench rows
-    (a `.jsonl` path, `verified`, or a Hugging Face dataset name)."""
+    (a `.jsonl` path, `verified`, or a Hugging Face dataset name). `repo_cache` is a folder
+    of git clones that SWE-bench rows' workspaces are made from (see `tasks.repos`); their
+    environments are then built per backend by `agent_env.prepare_environment`."""
     if source == "builtin":
         return builtin_tasks(ids)
     path = Path(source)
@@ -83,4 +85,4 @@ def load_task_set(source: str, ids: list[str] | None = None) -> list[Task]:
         return select(load_tasks([path]), ids, source)
     from tasks.swebench import load_swebench
 
-    return load_swebench(source, ids)
+    return load_swebench(source, ids, repo_cache)

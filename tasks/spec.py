@@ -115,8 +115,9 @@ class TaskDefinition(_Strict):
 
 @dataclass(frozen=True)
 class Task:
-    """A loaded task. `workspace` is None when its repository is not available here
-    (a SWE-bench row without a local clone); `unavailable` then says why."""
+    """A loaded task. `unavailable` says why it cannot run here (a SWE-bench row without a
+    local clone, or whose environment cannot be built); `workspace` is then None when its
+    repository itself is missing."""
 
     id: str
     problem_statement: str
@@ -132,7 +133,12 @@ class Task:
     repo: str = ""
     unavailable: str = ""
     sandbox: dict = field(default_factory=dict)
-    """The task's sandbox definition (raw; `agent_env` turns it into a `SandboxSpec`)."""
+    """The task's sandbox definition (raw; `agent_env` turns it into a `SandboxSpec`). A
+    `python:` section is an environment to build per backend first
+    (`agent_env.prepare_environment`)."""
+    workspace_is_repo: bool = False
+    """`workspace` already is a one-commit git repository (SWE-bench rows, made from a
+    clone by `tasks.repos`): used as it is, not copied into a new one."""
 
     def test_files(self) -> list[str]:
         """Paths the test patch touches (restored from the pristine copy before it is applied)."""
@@ -215,6 +221,8 @@ def prepare_workspace(task: Task) -> Path:
     """
     if task.workspace is None:
         raise TaskError(f"task {task.id}: workspace unavailable: {task.unavailable or 'no repository'}")
+    if task.workspace_is_repo:
+        return task.workspace
     target = workspace_cache_dir() / f"{task.id}-{_tree_digest(task.workspace)}"
     if (target / ".git").is_dir():
         return target

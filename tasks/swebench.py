@@ -3,11 +3,20 @@
 A row carries its repository, `base_commit`, the issue text, the gold `patch`, the hidden
 `test_patch` and FAIL_TO_PASS / PASS_TO_PASS (as lists or JSON strings). Its test command
 comes from the official harness's specification for the row's repo and version (the
-`swebench` extra, pinned), so grading runs exactly the tests the leaderboard runs.
+`swebench` extra, pinned), so grading runs exactly the tests the leaderboard runs, read by
+the harness's log parser for the repository.
 
-The workspace of a row is its repository at `base_commit` inside the row's environment.
-Neither can be had offline yet: rows load, but are marked `unavailable` with the reason,
-and runs report them as errors rather than as unresolved.
+Where no published instance image can be pulled (no registry, or no Docker at all), a row
+still runs from a local clone of its repository: given a repository cache (`repo_cache`, a
+folder of clones, `tasks.repos`), the workspace is the repository at `base_commit` as a
+one-commit git repository (nothing after it is reachable), and the sandbox definition asks
+for the row's environment as the harness specifies it, made with pip (`tasks.swebench_env`),
+which `agent_env.prepare_environment` builds for a backend: a local image from the base
+image (docker) or a virtualenv (local). Rows whose environment cannot be met this way
+(no clone, a clone without the commit, conda-only packages, no specification; and, when
+built, a Python that pyenv lacks or a step that fails) carry an `unavailable` reason that
+says which part failed, and runs report them as such, never as unresolved. Without a
+repository cache every row is unavailable: the reason says to give one.
 """
 
 from __future__ import annotations
@@ -16,7 +25,11 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from tqdm import tqdm
+
+from tasks.repos import checkout_workspace, find_clone
 from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
+from tasks.swebench_env import row_environment
 
 HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
@@ -49,18 +62,32 @@ def _test_command(row: dict) -> str:
     return f"{command} {' '.join(get_test_directives(row))}".strip()
 
 
-def row_to_task(row: dict, where: str = "row") -> Task:
-    """One SWE-bench row as a `Task`; errors name the row and the field."""
+def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = None) -> Task:
+    """One SWE-bench row as a `Task`; errors name the row and the field. With a
+    `repo_cache`, the workspace is made from the row's clone in it and the sandbox
+    definition asks for the row's environment (see the module docstring)."""
     missing = [key for key in REQUIRED if not row.get(key)]
     if missing:
         raise TaskError(f"{where}: missing field(s) {missing}")
     command = _test_command(row)
-    reason = (
-        "its environment is not available here: SWE-bench rows need the row's published "
-        "docker image or a locally built environment"
-        if command
-        else f"no test command for {row['repo']} {row.get('version')}: install the 'swebench' extra"
-    )
+    row_name = f"{where} ({row['instance_id']})"
+    workspace, sandbox, reason = None, {}, ""
+    if not command:
+        reason = f"no test command for {row['repo']} {row.get('version')}: install the 'swebench' extra"
+    elif repo_cache is None:
+        reason = (
+            "its environment is not available here: no repository given; a SWE-bench row needs its "
+            "published instance image, or a local clone of its repository (a repository cache: "
+            "--repo-cache DIR, see tasks/README.md)"
+        )
+    else:
+        try:
+            clone = find_clone(Path(repo_cache), row["repo"], row["base_commit"], row_name)
+            sandbox, edits = row_environment(row, clone, row_name)
+            name = row["repo"].replace("/", "__")
+            workspace = checkout_workspace(clone, row["base_commit"], name=name, edits=edits, where=row_name)
+        except TaskError as exc:  # the row is reported as unavailable, with why; the rest still run
+            workspace, sandbox, reason = None, {}, str(exc)
     return Task(
         id=row["instance_id"],
         problem_statement=row["problem_statement"],
@@ -73,11 +100,14 @@ def row_to_task(row: dict, where: str = "row") -> Task:
         limits=LimitsSpec(max_turns=100, command_timeout_s=120, grading_timeout_s=1800),
         family=row["repo"],
         difficulty=_difficulty(row.get("difficulty", "")),
+        workspace=workspace,
         gold_patch=row.get("patch", ""),
         test_patch=row.get("test_patch", ""),
         source=where,
         repo=row["repo"],
         unavailable=reason,
+        sandbox=sandbox,
+        workspace_is_repo=workspace is not None,
     )
 
 
@@ -112,19 +142,26 @@ def read_rows(source: str | Path) -> Iterable[tuple[str, dict]]:
         yield f"{source}[{index}]", dict(row)
 
 
-def load_swebench(source: str | Path, instances: list[str] | None = None) -> list[Task]:
-    """SWE-bench rows as tasks, optionally only the named instance ids (in that order)."""
+def load_swebench(
+    source: str | Path, instances: list[str] | None = None, repo_cache: str | Path | None = None
+) -> list[Task]:
+    """SWE-bench rows as tasks, optionally only the named instance ids (in that order);
+    `repo_cache` is a folder of clones that rows' workspaces are made from."""
     if str(source) == "verified":
         source = HF_DATASETS[0]
-    tasks = {}
+    if repo_cache is not None and not Path(repo_cache).is_dir():
+        raise TaskError(f"repository cache {repo_cache}: no such folder")
+    rows = {}
     for where, row in read_rows(source):
         if instances and row.get("instance_id") not in instances:
             continue
-        task = row_to_task(row, where)
-        tasks[task.id] = task
+        rows[row.get("instance_id")] = (where, row)
     if instances:
-        unknown = [i for i in instances if i not in tasks]
+        unknown = [i for i in instances if i not in rows]
         if unknown:
             raise TaskError(f"{source}: instance(s) not found: {unknown}")
-        return [tasks[i] for i in instances]
-    return list(tasks.values())
+        rows = {i: rows[i] for i in instances}
+    # Making a workspace from a clone takes a second or two the first time (cached after).
+    progress = tqdm(rows.values(), desc="swe-bench rows", unit="row", disable=repo_cache is None or len(rows) < 5)
+    tasks = [row_to_task(row, where, repo_cache) for where, row in progress]
+    return list({task.id: task for task in tasks}.values())

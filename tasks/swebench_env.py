@@ -1,0 +1,219 @@
+"""A SWE-bench row's environment, from the official harness's install specification, made
+with `python -m venv` and pip instead of conda.
+
+The harness (swebench 4.x, `MAP_REPO_VERSION_TO_SPECS[repo][version]`) builds a conda env
+from `python`, `packages` (a requirements file of the repository, a conda environment.yml,
+or a list of conda packages) and `pip_packages`, then runs `pre_install` and `install` in
+the repository (`swebench.harness.test_spec.python.make_env_script_list_py` and
+`make_repo_script_list_py`). Here the same specification becomes a sandbox definition with
+a `python:` section (`sandboxes.pyenv`), which either backend builds:
+
+- `python`: the spec's version (not the host's: unittest's test ids differ across versions),
+  a CPython from pyenv;
+- setup: pip, setuptools and wheel as a fresh `conda create` would bring them (capped at
+  releases that still take old `setup.py` files), then the requirements file read from the
+  clone at `environment_setup_commit` (at `base_commit` when the clone lacks that commit;
+  `-r` includes followed, `-e .` left out, as the harness does), or the conda package list
+  as pip requirements (`name=1.2` meaning `1.2.*`), then `pip_packages`;
+- install: the spec's `install` command in the workspace, with setuptools-scm told the
+  version `git describe` gives in the clone (a one-commit workspace has no tags);
+- `pre_install` steps that only edit repository files (`sed -i ... tox.ini`) are applied
+  to the workspace itself (as the harness commits them); the others (apt-get, locale-gen,
+  downloads) and the system part of `eval_commands` are `system` steps: root in a docker
+  image, where the harness's base image packages are installed first; the local backend
+  takes them as met only where the host already has what they make (e.g. the en_US.UTF-8
+  locale, or the apt packages), else refuses the row;
+- `export` lines of `eval_commands` become the sandbox's environment variables.
+
+What cannot be met this way raises `EnvironmentUnmet` with the part that fails: no
+specification for the repo/version, a conda environment.yml (conda-only packages), a
+requirements file missing from the clone. A Python version pyenv lacks, and steps that fail
+when run, are found when the environment is built (`sandboxes.pyenv.EnvironmentBuildError`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from tasks.repos import describe, file_at, has_commit
+from tasks.spec import TaskError
+
+# The harness's base image's packages (swebench/harness/dockerfiles/python.py), for docker
+# images of rows with system steps (locale-gen needs `locales`).
+SWEBENCH_BASE_PACKAGES = ("wget", "git", "build-essential", "libffi-dev", "libtiff-dev", "jq", "curl", "locales",
+                          "locales-all", "tzdata")  # fmt: skip
+# What `conda create python=X` brings, capped where newer releases dropped what old
+# `setup.py` files and legacy installs use.
+BOOTSTRAP = 'python -m pip install --upgrade "pip<24.1" "setuptools<70" wheel'
+REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"
+HEREDOC = "EOF_59812759871"  # the harness's own delimiter
+LOCALE_CHECK = "locale -a | grep -qiE '^en_US\\.utf-?8$'"
+
+
+class EnvironmentUnmet(TaskError):
+    """A row's environment cannot be made with pip here; the message says which part."""
+
+
+def specs_of(row: dict) -> dict | None:
+    try:
+        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    except ImportError:
+        return None
+    return MAP_REPO_VERSION_TO_SPECS.get(row["repo"], {}).get(str(row.get("version", "")))
+
+
+# -- classifying the harness's shell steps --------------------------------------------------
+def _parts(step: str) -> list[str]:
+    return [p.strip() for p in re.split(r"&&|\|\||;", step) if p.strip()]
+
+
+def is_repository_edit(step: str) -> bool:
+    """A step that only edits files of the repository: sed/grep on relative paths."""
+    for part in _parts(step):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            return False
+        if not words or words[0] not in ("sed", "grep") or "$" in part:
+            return False
+        if any(w.startswith("/") or ".." in w.split("/") for w in words[1:] if not w.startswith("-")):
+            return False
+    return True
+
+
+def _host_check(step: str) -> str | None:
+    """A shell test that passes where the host already has what a system step makes, or
+    None when there is none (the step cannot be taken as met)."""
+    checks = []
+    for part in _parts(step):
+        words = part.split()
+        if words[:1] in (["apt-get"], ["apt"]):
+            if "install" in words:
+                packages = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
+                checks.append(f"dpkg -s {' '.join(packages)} >/dev/null 2>&1")
+            elif "update" not in words:
+                return None
+        elif "locale-gen" in part or "/etc/locale.gen" in part:
+            checks.append(LOCALE_CHECK)
+        else:
+            return None
+    return " && ".join(dict.fromkeys(checks)) or "true"
+
+
+# -- packages ---------------------------------------------------------------------------------
+def _pip_requirement(spec: str) -> str:
+    """A conda package spec as a pip requirement (`name=1.2` is conda's `1.2.*`)."""
+    match = re.match(r"^([A-Za-z0-9_.\-]+)=([0-9][^=<>!,]*)$", spec)
+    if match:
+        version = match[2].rstrip("*").rstrip(".")
+        return f"{match[1]}=={version}.*"
+    return spec
+
+
+def requirements(row: dict, clone, where: str) -> tuple[str, str]:
+    """(the requirements the harness would install, the commit read) from the clone."""
+    from swebench.harness.constants import MAP_REPO_TO_REQS_PATHS
+    from swebench.harness.test_spec.python import clean_requirements
+
+    paths = MAP_REPO_TO_REQS_PATHS.get(row["repo"], [])
+    setup_commit = row.get("environment_setup_commit") or row["base_commit"]
+    commit = setup_commit if has_commit(clone, setup_commit) else row["base_commit"]
+    for path in paths:
+        text = file_at(clone, commit, path)
+        if text is not None:
+            break
+    else:
+        raise EnvironmentUnmet(f"{where}: packages: none of the requirements files {paths} is in {clone} at {commit}")
+    directory = "/".join(path.split("/")[:-1])
+    excluded = ("-e .", "#", ".[test")
+    included, own = [], []
+    for line in text.split("\n"):
+        if line.strip().startswith("-r"):
+            name = line.strip()[len("-r") :].strip()
+            extra = file_at(clone, commit, f"{directory}/{name}" if directory else name)
+            included += [x for x in (extra or "").split("\n") if not x.strip().startswith(excluded)]
+        elif not line.strip().startswith(excluded):
+            own.append(line)
+    return clean_requirements("\n".join([*included, "\n".join(own)])), commit
+
+
+def _pretend_version(row: dict, clone) -> str:
+    """The version setuptools-scm would give at the base commit in the clone (its default
+    scheme: the next patch release, `.devN`, `+g<commit>`), from `git describe`; without a
+    tag, the row's version as `X.Y.0.dev0`."""
+    found = describe(clone, row["base_commit"])
+    if found:
+        tag, distance, node = found
+        release = re.match(r"^v?(\d+(?:\.\d+)*)$", tag)
+        if release:
+            if distance == 0:
+                return release[1]
+            numbers = [int(n) for n in release[1].split(".")]
+            numbers[-1] += 1
+            return f"{'.'.join(map(str, numbers))}.dev{distance}+g{node}"
+    return f"{row.get('version')}.0.dev0"
+
+
+# -- the definition ---------------------------------------------------------------------------
+def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]]:
+    """(the row's sandbox definition, with its `python:` section; the repository edits to
+    make in its workspace). Raises `EnvironmentUnmet` naming the part that cannot be met."""
+    specs = specs_of(row)
+    if not specs:
+        raise EnvironmentUnmet(f"{where}: specification: the harness has none for {row['repo']} {row.get('version')!r}")
+    try:
+        from swebench.harness.utils import load_cached_environment_yml
+
+        conda_yml = load_cached_environment_yml(row["instance_id"])
+    except ImportError:
+        conda_yml = None
+    packages = specs.get("packages", "")
+    if conda_yml or packages == "environment.yml":
+        raise EnvironmentUnmet(
+            f"{where}: packages: the harness installs them from a conda environment.yml "
+            "(conda-only packages and channels), which pip cannot install"
+        )
+    setup = [BOOTSTRAP]
+    if packages == "requirements.txt":
+        text, _ = requirements(row, clone, where)
+        setup.append(
+            f"cat > {REQUIREMENTS_FILE} <<'{HEREDOC}'\n{text}\n{HEREDOC}\npython -m pip install -r {REQUIREMENTS_FILE}"
+        )
+    elif packages:
+        specs_list = [_pip_requirement(p) for p in shlex.split(packages)]
+        setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs_list))
+    if specs.get("pip_packages"):
+        setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs["pip_packages"]))
+
+    edits = tuple(s for s in specs.get("pre_install", []) if is_repository_edit(s))
+    system = [s for s in specs.get("pre_install", []) if not is_repository_edit(s)]
+    variables = {"TZ": "Etc/UTC"}  # as the harness's base image sets it
+    for command in specs.get("eval_commands", []):
+        export = re.match(r"^export (\w+)=(.*)$", command.strip())
+        if export:
+            variables[export[1]] = " ".join(shlex.split(export[2]))
+        else:
+            system.append(command)
+    checks = [_host_check(s) for s in system]
+    system_check = "" if None in checks else " && ".join(dict.fromkeys(c for c in checks if c and c != "true"))
+
+    try:
+        from swebench.harness.constants import MAP_REPO_TO_INSTALL
+    except ImportError:
+        MAP_REPO_TO_INSTALL = {}  # noqa: N806
+    name = re.sub(r"[^A-Za-z0-9]", "_", row["repo"].split("/")[-1]).upper()
+    install_lines = [f"export SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name}={shlex.quote(_pretend_version(row, clone))}"]
+    if MAP_REPO_TO_INSTALL.get(row["repo"]):
+        install_lines.append(MAP_REPO_TO_INSTALL[row["repo"]])
+    if specs.get("install"):
+        install_lines.append(specs["install"])
+    python = {
+        "version": str(specs["python"]),
+        "setup": setup,
+        "install": ["\n".join(install_lines)] if len(install_lines) > 1 else [],
+    }
+    if system:
+        python.update(system=system, packages=list(SWEBENCH_BASE_PACKAGES), system_check=system_check)
+    definition = {"python": python, "env": variables, "limits": {"memory_bytes": "8G"}}
+    return definition, edits

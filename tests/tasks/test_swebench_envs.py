@@ -1,0 +1,274 @@
+"""SWE-bench rows without a registry: workspaces from a repository cache, environments from
+the harness's install specification, and what cannot be met, reported as such.
+
+The rows are real Verified rows (tests/fixtures) over a repository made here (see
+`swebench_repo`), since no upstream repository can be fetched. The environment build
+(Python 3.9 from pyenv, pip from the package index) is cached by content in a folder that
+outlives the session, so it costs its ~40 s once per machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_env import ToolEnv, grade_patch, prepare_environment
+from tasks import load_task_set
+from tasks.repos import clone_candidates, find_clone
+from tasks.spec import TaskError
+from tasks.swebench import load_swebench, row_to_task
+from tasks.swebench_env import LOCALE_CHECK, is_repository_edit, row_environment
+from tests.conftest import needs_bwrap
+from tests.tasks import swebench_repo as repo
+
+ENV_CACHE = Path(tempfile.gettempdir()) / "agentic-rl-test-envs"
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A repository cache holding the test repository as psf/requests (owner__name layout)."""
+    root = tmp_path_factory.mktemp("repo-cache")
+    commits = repo.make_clone(root / "psf__requests")
+    return root, commits
+
+
+def test_clones_are_found_in_either_layout_and_missing_ones_named(tmp_path, cache):
+    root, commits = cache
+    assert find_clone(root, "psf/requests", commits["base"], "row") == root / "psf__requests"
+    nested = tmp_path / "psf" / "requests"
+    nested.parent.mkdir()
+    git(root / "psf__requests", "clone", "-q", "--bare", str(root / "psf__requests"), str(nested))
+    assert find_clone(tmp_path, "psf/requests", commits["base"], "row") == nested
+    with pytest.raises(TaskError) as missing:
+        find_clone(tmp_path, "pallets/flask", commits["base"], "rows.jsonl:4 (pallets__flask-5014)")
+    message = str(missing.value)
+    assert "rows.jsonl:4 (pallets__flask-5014)" in message and "no clone of pallets/flask" in message
+    assert all(str(p) in message for p in clone_candidates(tmp_path, "pallets/flask"))
+    with pytest.raises(TaskError, match=r"lack commit 0{40}"):
+        find_clone(root, "psf/requests", "0" * 40, "row")
+
+
+def test_workspace_is_the_base_commit_alone(cache):
+    root, commits = cache
+    clone = root / "psf__requests"
+    head_before = git(clone, "rev-parse", "HEAD")
+    task = row_to_task(repo.requests_row(commits), "rows.jsonl:1", root)
+    assert not task.unavailable and task.workspace_is_repo
+    work = task.workspace
+    assert git(work, "log", "--all", "--oneline").count("\n") == 1  # nothing newer, nothing older
+    assert git(work, "rev-parse", "HEAD^{tree}") == git(clone, "rev-parse", f"{commits['base']}^{{tree}}")
+    assert git(work, "tag") == "" and git(work, "remote") == "" and git(work, "reflog") == ""
+    assert git(work, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/main"]
+    assert git(work, "status", "--porcelain") == ""
+    # No object of the future is in the store (nothing to dig up with cat-file or fsck).
+    fixed_blob = git(clone, "rev-parse", f"{commits['future']}:requests/models.py").strip()
+    for obj in (commits["future"], fixed_blob, commits["first"]):
+        assert subprocess.run(["git", "cat-file", "-e", obj], cwd=work).returncode != 0
+    every = git(work, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)").split()
+    assert sorted(every) == sorted(line.split()[0] for line in git(work, "rev-list", "--objects", "--all").splitlines())
+    # The clone is left as it was; the workspace is cached by (repository, commit).
+    assert git(clone, "rev-parse", "HEAD") == head_before and git(clone, "status", "--porcelain") == ""
+    started = time.monotonic()
+    assert row_to_task(repo.requests_row(commits), "rows.jsonl:1", root).workspace == work
+    assert time.monotonic() - started < 2
+
+
+def test_rows_without_a_usable_clone_say_which_row_and_path(tmp_path, cache):
+    root, commits = cache
+    rows = repo.write_rows(tmp_path / "rows.jsonl", [{**repo.requests_row(commits), "base_commit": "1" * 40}])
+    (task,) = load_swebench(rows, repo_cache=root)
+    assert task.workspace is None and f"{rows}:1 (psf__requests-1142)" in task.unavailable
+    assert "lack commit 1111" in task.unavailable and str(root / "psf__requests") in task.unavailable
+    (task,) = load_swebench(rows)  # no cache at all: it says to give one
+    assert "--repo-cache" in task.unavailable
+    with pytest.raises(TaskError, match="no such folder"):
+        load_task_set(str(rows), repo_cache=tmp_path / "nope")
+
+
+def test_the_harness_spec_becomes_pip_steps_for_its_python(cache):
+    root, commits = cache
+    definition, edits = row_environment(repo.requests_row(commits), root / "psf__requests", "row")
+    python = definition["python"]
+    assert python["version"] == "3.9" and edits == ()  # requests 1.1's spec, not the host's 3.11
+    assert python["setup"][1] == "python -m pip install pytest"  # conda's `packages`, by pip
+    install = python["install"][0]
+    assert install.endswith("python -m pip install .")
+    # setuptools-scm's version from the clone's tags (the one-commit workspace has none).
+    assert "SETUPTOOLS_SCM_PRETEND_VERSION_FOR_REQUESTS=1.0.1.dev1+g" + commits["base"][:7] in install
+
+
+def test_repository_edits_of_pre_install_are_committed_in_the_workspace(tmp_path):
+    """sphinx 3.5's pre_install edits tox.ini (`pytest -rA`, which the log parser needs) and
+    setup.py; they are part of the one commit, as the harness commits them."""
+    clone = tmp_path / "cache" / "sphinx-doc__sphinx"
+    clone.mkdir(parents=True)
+    (clone / "tox.ini").write_text("[testenv]\ncommands=\n    pytest --durations 25 {posargs}\n")
+    (clone / "setup.py").write_text("install_requires = ['Jinja2>=2.3', 'packaging',]\n")
+    git(clone, "init", "-q", "-b", "main")
+    git(clone, "add", "-A")
+    subprocess.run(
+        ["git", "commit", "-qm", "base"], cwd=clone, env={**repo.GIT_ENV, "PATH": "/usr/bin:/bin"}, check=True
+    )
+    row = {**repo.real_row("sphinx-doc__sphinx-8621"), "base_commit": git(clone, "rev-parse", "HEAD").strip()}
+    task = row_to_task(row, "row", tmp_path / "cache")
+    assert not task.unavailable, task.unavailable
+    assert "pytest -rA --durations" in (task.workspace / "tox.ini").read_text()
+    assert "Jinja2<3.0" in (task.workspace / "setup.py").read_text()
+    assert git(task.workspace, "status", "--porcelain") == ""
+    assert task.grading.test_command.startswith("tox --current-env -epy39 -v --")
+
+
+def test_step_classification():
+    assert is_repository_edit("sed -i 's/pytest/pytest -rA/' tox.ini")
+    assert is_repository_edit(
+        "grep -q 'x>=2' setup.py && sed -i 's/x>=2/x>=2,<3/' setup.py || sed -i 's/x/x<3/' setup.py"
+    )
+    assert not is_repository_edit("sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen")
+    assert not is_repository_edit("apt-get update && apt-get install -y graphviz")
+    assert not is_repository_edit('mkdir -p "$QHULL_BUILD_DIR"')
+
+
+def _clone_for(tmp_path: Path, repository: str, files: dict[str, str]) -> tuple[Path, str]:
+    clone = tmp_path / "cache" / repository.replace("/", "__")
+    clone.mkdir(parents=True)
+    for name, text in {"README": "x\n", **files}.items():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        (clone / name).write_text(text)
+    git(clone, "init", "-q", "-b", "main")
+    git(clone, "add", "-A")
+    subprocess.run(
+        ["git", "commit", "-qm", "base"], cwd=clone, env={**repo.GIT_ENV, "PATH": "/usr/bin:/bin"}, check=True
+    )
+    return tmp_path / "cache", git(clone, "rev-parse", "HEAD").strip()
+
+
+def test_conda_only_rows_are_unavailable_with_the_reason(tmp_path):
+    root, base = _clone_for(tmp_path, "pydata/xarray", {})
+    task = row_to_task({**repo.real_row("pydata__xarray-6938"), "base_commit": base}, "row", root)
+    assert task.workspace is None
+    assert "packages" in task.unavailable and "conda environment.yml" in task.unavailable
+
+
+def test_requirements_come_from_the_clone_and_system_steps_need_a_host_that_has_them(tmp_path):
+    """django 3.0: requirements from the clone's tests/requirements/py3.txt (its `-r`
+    includes followed), and eval_commands that generate a locale: root in an image; the
+    local backend takes them as met only where the host has the locale."""
+    root, base = _clone_for(tmp_path, "django/django", {})
+    row = {**repo.real_row("django__django-11119"), "base_commit": base}
+    task = row_to_task(row, "row", root)
+    assert "tests/requirements/py3.txt" in task.unavailable and task.workspace is None
+    root, base = _clone_for(
+        tmp_path / "b", "django/django",
+        {"tests/requirements/py3.txt": "-r base.txt\nPillow >= 6.2.0\n", "tests/requirements/base.txt": "asgiref\n-e .\n"},
+    )  # fmt: skip
+    row = {**row, "base_commit": base, "environment_setup_commit": "2" * 40}  # absent: base_commit's files
+    task = row_to_task(row, "row", root)
+    python = task.sandbox["python"]
+    assert python["version"] == "3.6" and "asgiref" in python["setup"][1] and "Pillow >= 6.2.0" in python["setup"][1]
+    assert "-e ." not in python["setup"][1]
+    assert python["system"] == ["sed -i '/en_US.UTF-8/s/^# //g' /etc/locale.gen && locale-gen"]
+    assert python["system_check"] == LOCALE_CHECK and "locales-all" in python["packages"]
+    assert task.sandbox["env"]["LANG"] == task.sandbox["env"]["LC_ALL"] == "en_US.UTF-8"
+    has_locale = subprocess.run(["bash", "-c", LOCALE_CHECK]).returncode == 0
+    prepared = prepare_environment(task, "local")
+    if has_locale:
+        assert "system" not in prepared.unavailable
+    else:
+        assert "system step(s)" in prepared.unavailable and "use the docker backend" in prepared.unavailable
+
+
+def test_a_python_that_pyenv_lacks_is_reported(cache, monkeypatch, tmp_path):
+    root, commits = cache
+    task = row_to_task(repo.requests_row(commits), "row", root)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "no-pyenv"))
+    prepared = prepare_environment(task, "local")
+    assert prepared.unavailable.startswith("environment cannot be built here: ")
+    assert "Python 3.9 is not installed" in prepared.unavailable and "pyenv install 3.9" in prepared.unavailable
+
+
+@pytest.fixture(scope="module")
+def requests_task(cache):
+    """The requests row with its environment built for the local backend (cached across
+    sessions by content, in ENV_CACHE)."""
+    if problem := repo.index_problem():
+        pytest.skip(problem)
+    root, commits = cache
+    patch = pytest.MonkeyPatch()
+    patch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
+    try:
+        task = row_to_task(repo.requests_row(commits), "rows.jsonl:1", root)
+        built = prepare_environment(task, "local")
+        assert not built.unavailable, built.unavailable
+        yield task, built
+    finally:
+        patch.undo()
+
+
+@needs_bwrap
+def test_gold_resolves_and_empty_does_not_in_the_built_environment(requests_task):
+    _, task = requests_task
+    assert task.sandbox["env"]["VIRTUAL_ENV"] == "/opt/venv" and "python" not in task.sandbox
+    gold = grade_patch(task, task.gold_patch)
+    assert gold.resolved, gold.log[-3000:]
+    assert "Python 3.9.18" in gold.log  # the spec's Python, not the host's
+    assert gold.statuses == {t: "PASSED" for t in [*repo.FAIL_TO_PASS, *repo.PASS_TO_PASS]}
+    empty = grade_patch(task, "")
+    assert not empty.resolved and empty.statuses[repo.FAIL_TO_PASS[0]] == "FAILED"
+    assert empty.statuses[repo.PASS_TO_PASS[0]] == "PASSED"
+
+
+@needs_bwrap
+def test_the_agent_sees_one_commit_and_the_spec_python(requests_task, monkeypatch):
+    original, task = requests_task
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
+    started = time.monotonic()
+    again = prepare_environment(original, "local")
+    assert again == task and time.monotonic() - started < 10  # built once, found after
+    with ToolEnv(task) as env:
+        env.reset()
+        run = env.sandbox.exec("git log --all --oneline | wc -l; python --version; python -c 'import requests, pytest'")
+        assert run.output.split()[:3] == ["1", "Python", "3.9.18"], run.output
+        assert env.sandbox.exec("touch /opt/venv/x").exit_code != 0  # the environment is read-only
+
+
+@needs_bwrap
+def test_validate_cli_over_rows(requests_task, cache, tmp_path, capsys, monkeypatch):
+    """`python -m tasks validate rows.jsonl --repo-cache DIR`: the requests row is valid; a
+    row whose clone is not in the cache is not runnable here, with the reason."""
+    from tasks.__main__ import main
+
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
+    root, commits = cache
+    rows = repo.write_rows(tmp_path / "rows.jsonl", [repo.requests_row(commits), repo.real_row("pallets__flask-5014")])
+    assert main(["validate", str(rows), "--repo-cache", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "ok    psf__requests-1142" in out
+    assert "n/a   pallets__flask-5014: not runnable here:" in out and "no clone of pallets/flask" in out
+    assert "1/2 tasks valid, 1 not runnable here" in out
+
+
+@needs_bwrap
+def test_a_step_that_fails_is_reported_with_its_part_and_output(requests_task, cache, monkeypatch):
+    """A package the index does not have (here in the install step, on top of the built
+    environment): the task is unavailable, naming the step, with pip's own words."""
+    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
+    spec = {
+        **MAP_REPO_VERSION_TO_SPECS["psf/requests"]["1.1"],
+        "install": "python -m pip install agentic-rl-no-such-pkg",
+    }
+    monkeypatch.setitem(MAP_REPO_VERSION_TO_SPECS["psf/requests"], "1.1", spec)
+    root, commits = cache
+    task = prepare_environment(row_to_task(repo.requests_row(commits), "row", root), "local")
+    assert "install step 1/1" in task.unavailable and "agentic-rl-no-such-pkg" in task.unavailable
+    assert "No matching distribution found for agentic-rl-no-such-pkg" in task.unavailable
+    assert "exit status 1" in task.unavailable and ".failed.log" in task.unavailable
