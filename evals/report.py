@@ -4,7 +4,9 @@ Every instance has one status:
 - `resolved` / `unresolved`: graded; unresolved includes a patch that does not apply;
 - `empty_patch`: the model submitted nothing (not graded: nothing can resolve);
 - `error`: infrastructure (no environment, a dead sandbox, a test run past its timeout,
-  an inference server that kept failing), never counted as unresolved.
+  an inference server that kept failing), never counted as unresolved. Errors because the
+  instance cannot run here at all (no repository, an environment that cannot be built:
+  the record's `unavailable` says why) are also counted and listed apart, as not runnable.
 Quarantined instances (flaky under the gold patch, `--validate-gold`) are listed but left
 out of every count and rate. Rates are shown over all counted instances (what the
 leaderboard reports) and over graded ones (errors excluded).
@@ -46,6 +48,7 @@ def summarize(results: list[dict], quarantined: Iterable[str] = ()) -> dict:
         "instances": len(results),
         "counted": len(counted),
         **{status: counts[status] for status in STATUSES},
+        "unavailable": sum(1 for r in counted if r["status"] == "error" and r.get("unavailable")),
         "quarantined": len(results) - len(counted),
         "resolved_rate": counts["resolved"] / len(counted) if counted else 0.0,
         "resolved_rate_of_graded": counts["resolved"] / graded if graded else 0.0,
@@ -143,9 +146,29 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
         lines += _group_table("By repository", "repository", report["by_repo"])
     if report.get("by_difficulty"):
         lines += _group_table("By difficulty", "difficulty", report["by_difficulty"])
+    unavailable = [r for r in results if r.get("status") == "error" and r.get("unavailable")]
+    if unavailable:
+        lines += [
+            f"## Not runnable here ({len(unavailable)}, counted as errors)",
+            "",
+            "Their repository or environment cannot be had on this machine; the reason names the part that failed.",
+            "",
+            "| instance | reason |",
+            "|---|---|",
+        ]
+        lines += [f"| {r['instance_id']} | {_cell(r['unavailable'].splitlines()[0])[:300]} |" for r in unavailable]
+        lines.append("")
     if report.get("quarantined_instances"):
-        lines += ["## Quarantined (flaky: results differ across runs)", "", "| instance | outcomes |", "|---|---|"]
-        lines += [f"| {q['instance_id']} | {', '.join(q['outcomes'])} |" for q in report["quarantined_instances"]]
+        lines += [
+            "## Quarantined (flaky: results differ across runs; or not gradable offline)",
+            "",
+            "| instance | outcomes | reason |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {q['instance_id']} | {', '.join(q['outcomes'])} | {_cell(q.get('reason', 'flaky'))} |"
+            for q in report["quarantined_instances"]
+        ]
         lines.append("")
     if report.get("gold_failures"):
         lines += ["## Gold patch does not resolve", "", "| instance | outcomes | failing tests |", "|---|---|---|"]

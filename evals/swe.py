@@ -2,8 +2,8 @@
 
     python -m evals.swe [--model tiny|PATH|NAME|gold|empty] [--engine hf|openai|vllm]
                         [--dataset builtin|DIR|PATH.jsonl|verified] [--instances ID,ID]
-                        [--workers N] [--grader auto|project|official] [--output DIR]
-                        [--validate-gold [--reruns N]] [--quarantine PATH]
+                        [--repo-cache DIR] [--workers N] [--grader auto|project|official]
+                        [--output DIR] [--validate-gold [--reruns N]] [--quarantine PATH]
 
 Each instance runs in its own sandbox (`--sandbox local|docker`), on `--workers` threads;
 results are appended to `OUTPUT/results.jsonl` as each finishes, with its trajectory in
@@ -11,7 +11,12 @@ results are appended to `OUTPUT/results.jsonl` as each finishes, with its trajec
 (SWE-bench's format). A rerun with the same `--output` skips finished instances
 (resumable) and retries errored ones. Grading: SWE-bench rows go to the official harness
 where it can run (Docker + the instance image, see `evals.official`), everything else to
-the project's sandbox grader, with SWE-bench's verdict rule (`evals.grading`). The report
+the project's sandbox grader, with SWE-bench's verdict rule (`evals.grading`). Where no
+instance image can be had, `--repo-cache DIR` (a folder of git clones) gives SWE-bench rows
+a workspace (the repository at `base_commit`, one commit) and an environment built with pip
+from the harness's install specification for the `--sandbox` backend, before the run
+(`tasks.swebench`, `agent_env.prepare_environment`); rows whose environment cannot be had
+are reported as not runnable here, with the part that failed, never as unresolved. The report
 (`report.json`, `report.md`, `report.png`) counts resolved / unresolved / empty patch /
 error (infrastructure, never unresolved) per repository and difficulty, with mean turns
 and tokens (`evals.report`). `--model gold` / `--model empty` submit the gold patch or
@@ -35,7 +40,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agent_env import GradingError
+from agent_env import GradingError, needs_environment, network_error, prepare_environments
 from evals.grading import verdict
 from evals.official import DEFAULT_NAMESPACE, HarnessCheck, OfficialVerdict, check_harness, run_harness
 from evals.report import build_report, markdown_report, status_of, summarize, write_chart
@@ -77,7 +82,7 @@ def plan_grading(task: Task, grader: str, harness: HarnessCheck) -> GradePlan:
     if grader == "official":
         why = harness.not_ready.get(task.id) or "not a SWE-bench row: the official harness grades only those"
         return GradePlan("error", f"the official harness cannot grade it here: {why}")
-    if task.workspace is not None:
+    if task.workspace is not None and not task.unavailable:
         return GradePlan("project")
     reason = task.unavailable or "no workspace"
     if task.id in harness.not_ready:
@@ -120,6 +125,8 @@ def _grade_fields(task: Task, attempt: Attempt) -> dict:
         fields["ignored_tests"] = list(result.ignored)
     if grade.resolved != result.resolved:  # agent_env's stricter rule (see evals.grading)
         fields["agent_env_resolved"] = grade.resolved
+    if not result.resolved and (line := network_error(grade.log)):
+        fields["network_error"] = line  # a test reached for the network: see evals.validate
     return fields
 
 
@@ -164,11 +171,13 @@ def attempt_instance(task: Task, index: int, solver: Solver, plan: GradePlan, mo
     try:
         if plan.kind == "error":
             raise GradingError(f"task {task.id}: {plan.reason}")
-        if solver.needs_workspace and task.workspace is None:
-            raise GradingError(f"task {task.id}: the agent cannot run: {task.unavailable}")
+        if solver.needs_workspace and (task.workspace is None or task.unavailable):
+            raise GradingError(f"task {task.id}: the agent cannot run: {task.unavailable or 'no workspace'}")
         attempt = solver(task, index, grade=plan.kind == "project")
     except INFRA_ERRORS as exc:
         record.update(error=str(exc), patch="", resolved=False)
+        if task.unavailable:  # its environment cannot be had here: not runnable, reported apart
+            record["unavailable"] = task.unavailable
     except Exception as exc:  # a bug, not infrastructure: stop, but say which instance
         raise RuntimeError(f"instance {task.id}: {type(exc).__name__}: {exc}") from exc
     if attempt is not None:
@@ -340,6 +349,7 @@ def evaluate(
     dataset: str,
     output: Path,
     instances: list[str] | None = None,
+    repo_cache: Path | None = None,
     engine: str = "hf",
     base_url: str | None = None,
     tokenizer: str | None = None,
@@ -365,7 +375,8 @@ def evaluate(
 ) -> dict:
     """Evaluate `model` on `dataset`; write the run into `output`; return the summary.
     `predictions` grades a predictions file instead of running a model; `solver` replaces
-    the model (a test double of the agent)."""
+    the model (a test double of the agent); `repo_cache` is a folder of clones SWE-bench
+    rows are run from (their environments built for `sandbox` first)."""
     if grader not in GRADERS:
         raise ValueError(f"unknown grader {grader!r}; known: {', '.join(GRADERS)}")
     if validate_gold:
@@ -374,17 +385,23 @@ def evaluate(
         solver = PredictionsSolver(predictions, sandbox_factory=sandbox_factory(sandbox))
         model = solver.name
     output = Path(output)
-    tasks = load_task_set(dataset, instances)
+    tasks = load_task_set(dataset, instances, repo_cache=repo_cache)
     store = RunStore(output)
     is_agent = solver is None and model not in ORACLES  # a model runs (not oracles, nor a predictions file)
     run = {"model": model, "dataset": dataset, "engine": engine if is_agent else None, "grader": grader}
     run.update(workers=workers, sandbox=sandbox, seed=seed, max_turns=max_turns, temperature=temperature)
+    if repo_cache is not None:
+        run["repo_cache"] = str(repo_cache)
     store.write_run_info({**run, "instances": [t.id for t in tasks], "validate_gold": validate_gold})
 
     rows = swebench_rows(dataset, tasks) if grader != "project" else []
     harness = check_harness(rows, namespace=harness_namespace, allow_pull=harness_pull) if rows else HarnessCheck()
     if rows:
         print(f"official harness: {harness.describe()}", file=sys.stderr)
+    plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
+    tasks = _prepare_environments(
+        tasks, plans, sandbox=sandbox, agent=is_agent or bool(solver and solver.needs_workspace)
+    )
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
     agent_options = dict(
         engine=engine, base_url=base_url, tokenizer=tokenizer, max_turns=max_turns, max_new_tokens=max_new_tokens,
@@ -420,6 +437,20 @@ def evaluate(
     )
     _write_reports(output, report, results, model)
     return summarize(results, [q["instance_id"] for q in (quarantine_data or {}).get("quarantined", [])])
+
+
+def _prepare_environments(tasks: list[Task], plans: dict[str, GradePlan], *, sandbox: str, agent: bool) -> list[Task]:
+    """Build the environments of the tasks that need one here (the project grader grades
+    them, or an agent works in them) for the `sandbox` backend, once each; a task whose
+    environment cannot be built comes back unavailable, with the reason."""
+    wanted = [t for t in tasks if needs_environment(t) and (agent or plans[t.id].kind == "project")]
+    if not wanted:
+        return tasks
+    built = {t.id: t for t in prepare_environments(wanted, sandbox)}
+    failed = [t for t in built.values() if t.unavailable]
+    for task in failed:
+        print(f"not runnable here: {task.id}: {task.unavailable.splitlines()[0]}", file=sys.stderr)
+    return [built.get(t.id, t) for t in tasks]
 
 
 def _solve(
@@ -526,6 +557,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default=None, help="tokenizer name or folder (default: --model)")
     parser.add_argument("--dataset", default="builtin", help="builtin, a task folder, a SWE-bench .jsonl, or verified")
     parser.add_argument("--instances", default="", help="comma-separated instance ids (default: all)")
+    parser.add_argument(
+        "--repo-cache",
+        type=Path,
+        default=None,
+        help="folder of git clones (DIR/owner__name or DIR/owner/name): SWE-bench rows run from their "
+        "repository at base_commit, in an environment built with pip for --sandbox",
+    )
     parser.add_argument("--output", default="runs/eval-swe", type=Path)
     parser.add_argument("--workers", type=int, default=1, help="instances run in parallel (threads)")
     parser.add_argument("--grader", default="auto", choices=GRADERS, help="auto: official harness where it can run")
@@ -551,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
             dataset=args.dataset,
             output=args.output,
             instances=[i for i in args.instances.split(",") if i] or None,
+            repo_cache=args.repo_cache,
             engine=args.engine,
             base_url=args.base_url,
             tokenizer=args.tokenizer,

@@ -4,8 +4,11 @@ Every instance is run once with its gold patch. Each one that is not resolved is
 `reruns` more times: when its outcomes differ across runs it is flaky, and is quarantined
 (written to `quarantine.json`, left out of the resolved rate, listed in the report); when
 it fails every time, the gold patch does not resolve it here (a broken instance or
-environment), and it is listed as a gold failure. Errors are infrastructure and say
-nothing about flakiness: they are left out of the comparison.
+environment), and it is listed as a gold failure, unless its tests reached for the network
+(sandboxes have none: e.g. requests' tests that call httpbin.org): then it is not gradable
+offline, and is quarantined with that reason, so that runs given the quarantine leave it
+out instead of counting it unresolved. Errors are infrastructure and say nothing about
+flakiness: they are left out of the comparison.
 """
 
 from __future__ import annotations
@@ -32,8 +35,11 @@ def needs_rerun(record: dict) -> bool:
     return record["status"] == "unresolved"
 
 
-def quarantine_entry(instance_id: str, outcomes: list[str]) -> dict:
-    return {"instance_id": instance_id, "outcomes": outcomes}
+def quarantine_entry(instance_id: str, outcomes: list[str], reason: str = "") -> dict:
+    entry = {"instance_id": instance_id, "outcomes": outcomes}
+    if reason:
+        entry["reason"] = reason
+    return entry
 
 
 def build_quarantine(first: dict[str, dict], reruns: dict[str, list[str]], rerun_count: int) -> dict:
@@ -50,6 +56,9 @@ def build_quarantine(first: dict[str, dict], reruns: dict[str, list[str]], rerun
         kind = classify(outcomes)
         if kind == "flaky":
             quarantined.append(quarantine_entry(instance_id, outcomes))
+        elif kind == "stable_fail" and record.get("network_error"):
+            reason = f"not gradable offline: a test needs the network ({record['network_error']})"
+            quarantined.append(quarantine_entry(instance_id, outcomes, reason))
         elif kind == "stable_fail":
             failed = record.get("failed_tests", [])
             gold_failures.append({"instance_id": instance_id, "outcomes": outcomes, "failed_tests": failed})

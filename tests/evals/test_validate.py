@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from agent_env import GradeResult
+from agent_env import GradeResult, network_error
 from evals.runner import Attempt
 from evals.swe import evaluate
 from evals.validate import build_quarantine, classify
@@ -111,3 +111,27 @@ def test_flaky_instances_are_quarantined_and_excluded_from_the_rate(tmp_path):
         progress=False,
     )
     assert later["quarantined"] == 1 and later["unresolved"] == 0 and later["resolved_rate"] == 1.0
+
+
+def test_gold_failures_that_need_the_network_are_quarantined_as_not_gradable_offline():
+    """requests' rows call httpbin.org: offline such a test fails with any patch, so the gold
+    failure is not gradable here, and runs given the quarantine leave it out."""
+    log = (
+        "FAILED test_requests.py::RequestsTestCase::test_HTTP_200_OK_GET - requests.exceptions.ConnectionError: "
+        "HTTPConnectionPool(host='httpbin.org', port=80): Max retries exceeded (Caused by NewConnectionError("
+        "'<urllib3.connection.HTTPConnection object>: Failed to establish a new connection: [Errno -3] "
+        "Temporary failure in name resolution'))\n"
+    )
+    line = network_error(log)
+    assert line and "httpbin.org" in line
+    assert network_error("FAILED t.py::test_x - assert 1 == 2\n") is None
+    first = {
+        "net": {"status": "unresolved", "failed_tests": ["t"], "network_error": line},
+        "bug": {"status": "unresolved", "failed_tests": ["t"]},
+    }
+    data = build_quarantine(first, {"net": ["unresolved"], "bug": ["unresolved"]}, 1)
+    (entry,) = data["quarantined"]
+    assert entry["instance_id"] == "net" and entry["reason"].startswith(
+        "not gradable offline: a test needs the network"
+    )
+    assert [g["instance_id"] for g in data["gold_failures"]] == ["bug"]
