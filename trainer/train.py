@@ -152,6 +152,7 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
                     tokens_per_s=round(tokens / max(now - last["time"], 1e-9), 1),
                     staleness_mean=sum(batch.staleness) / len(batch.staleness),
                     staleness_max=max(batch.staleness),
+                    episode_seconds=[t.info["episode_seconds"] for t in trajectories],
                 )
             if pac is not None:
                 out["curriculum"] = {f: round(pac.posterior(f)[0], 4) for f in pac.families}
@@ -185,7 +186,7 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
         orchestrator = Orchestrator(
             config, schedule, learner, sandbox_factory=sandbox_factory, on_step=on_step, save=save
         )
-        orchestrator.publish(learner.get("version"))
+        orchestrator.publish(learner.get("version"), wait=True)  # every worker is up
         if config.critic_pretrain_steps and not resumed and learner.get("has_critic"):
             jobs = [
                 EpisodeJob(job_id=-1 - i, group=-1 - i, task_id=t.id, family=t.family, seed=-1 - i, batch=-1)

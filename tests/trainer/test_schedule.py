@@ -63,8 +63,11 @@ def test_drop_policy_never_holds_generation_back_but_drops_stale_trajectories():
     assert len(jobs) == 8 and schedule.counters["admission_waits"] == 0
     schedule.finish(EpisodeResult(jobs[0].job_id, [_trajectory(jobs[0], 0)]))
     schedule.finish(EpisodeResult(jobs[1].job_id, [_trajectory(jobs[1], 3)]))
-    batch = schedule.take_batch(version=3)  # a lag of 3 > 1
-    assert batch.ids == ["1"] and batch.stale_dropped == 1 and schedule.counters["stale_dropped"] == 1
+    assert schedule.take_batch(version=3) is None  # a lag of 3 > 1: dropped, and the batch not full
+    assert schedule.dropped == ["0"] and schedule.counters["stale_dropped"] == 1
+    schedule.finish(EpisodeResult(jobs[2].job_id, [_trajectory(jobs[2], 2)]))
+    batch = schedule.take_batch(version=3)
+    assert batch.ids == ["1", "2"] and batch.staleness == [0, 1]
 
 
 def test_streaming_batches_take_groups_in_the_order_they_finish():

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.config import TrainConfig
@@ -48,7 +48,10 @@ class Counters:
     hung_episodes: int = 0
     episodes_finished: int = 0
     learner_busy_seconds: float = 0.0
-    rl_started: float = field(default_factory=time.monotonic)
+    first_step_started: float | None = None
+    """When the learner first had a batch: idle time is counted from then (the wait for
+    the very first episodes is start-up, not a scheduling loss)."""
+    last_step_ended: float = 0.0
 
 
 def episode_settings(config: TrainConfig) -> EpisodeSettings:
@@ -138,14 +141,16 @@ class Orchestrator:
             print(f"reaping after a worker restart failed: {exc}")
         self._start_worker(index)
 
-    def publish(self, version: int) -> None:
+    def publish(self, version: int, *, wait: bool = False) -> None:
         """Send the learner's current weights to every worker (by reference: one copy in
-        Ray's object store, fetched by each worker)."""
+        Ray's object store, fetched by each worker). `wait` blocks until every worker has
+        them (and so has started); otherwise a hung worker must not stall the loop, and
+        episodes wait for their weights instead."""
         self.version = version
         self.weights_ref = self.learner.call("weights", self.with_critic)[0]
-        # Not awaited: a hung worker must not stall the loop; episodes wait for their weights.
-        for worker in self.workers:
-            worker.set_weights.remote(version, self.weights_ref)
+        landed = [worker.set_weights.remote(version, self.weights_ref) for worker in self.workers]
+        if wait:
+            self.ray.get(landed)
 
     # -- the loop -----------------------------------------------------------------------------
     def _free_slots(self) -> dict[int, int]:
@@ -176,6 +181,8 @@ class Orchestrator:
             return
         self.learner_batch = batch
         self.learner_started = time.monotonic()
+        if self.counters.first_step_started is None:
+            self.counters.first_step_started = self.learner_started
         self.learner_ref = self.learner.call("step", batch.trajectories)[0]
 
     def _on_result(self, ref) -> None:
@@ -201,7 +208,8 @@ class Orchestrator:
             trajectory.info["advantage"] = advantage
         self.schedule.picker.observe(batch.trajectories)
         self.publish(int(record["version"]))
-        self.counters.learner_busy_seconds += time.monotonic() - self.learner_started
+        self.counters.last_step_ended = time.monotonic()
+        self.counters.learner_busy_seconds += self.counters.last_step_ended - self.learner_started
         self.schedule.learner_done()
         if self.on_step:
             self.on_step(record, batch)
@@ -248,7 +256,6 @@ class Orchestrator:
 
     def run(self, steps: int) -> None:
         """Run until the schedule has completed `steps` learner steps."""
-        self.counters.rl_started = time.monotonic()
         while self.schedule.steps_done < steps:
             self._dispatch()
             self._maybe_step()
@@ -281,7 +288,11 @@ class Orchestrator:
         return results
 
     def learner_idle_fraction(self) -> float:
-        wall = time.monotonic() - self.counters.rl_started
+        """Share of the time since the first batch in which the learner had nothing to do
+        (waiting for trajectories); stepping and publishing weights count as busy."""
+        if self.counters.first_step_started is None:
+            return 0.0
+        wall = self.counters.last_step_ended - self.counters.first_step_started
         return max(0.0, 1.0 - self.counters.learner_busy_seconds / wall) if wall > 0 else 0.0
 
     def shutdown(self) -> None:

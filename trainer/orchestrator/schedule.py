@@ -171,6 +171,8 @@ class Schedule:
         self.ready: list[tuple[int, list[Trajectory]]] = []
         """Complete groups, in the order they completed, not yet consumed."""
         self.consumed: list[list[str]] = []
+        self.dropped: list[str] = []
+        """Ids of trajectories dropped for staleness (infrastructure drops have no trajectory)."""
         self._waiting_since = -1
         self.counters = {"infra_retries": 0, "infra_dropped": 0, "stale_dropped": 0, "admission_waits": 0}
 
@@ -245,6 +247,7 @@ class Schedule:
             )
             trajectory.info["family"] = job.family
             trajectory.info["attempt"] = job.attempt
+            trajectory.info["episode_seconds"] = round(result.seconds, 3)
             trajectory.group_id = str(job.group)
         self._complete(job, result.trajectories)
         return "done"
@@ -277,15 +280,35 @@ class Schedule:
                 self.ready.append((job.group, collected))
 
     # -- learner batches ----------------------------------------------------------------------
+    def _drop_stale(self, version: int) -> int:
+        """Remove finished trajectories already over the staleness bound (they only get
+        older); their ids are kept in `dropped`."""
+        dropped, ready = 0, []
+        for group, trajectories in self.ready:
+            fresh = []
+            for trajectory in trajectories:
+                if staleness(trajectory, version) > self.max_staleness:
+                    self.dropped.append(trajectory.info["trajectory_id"])
+                    dropped += 1
+                else:
+                    fresh.append(trajectory)
+            if fresh or self.gated:
+                ready.append((group, fresh))
+        self.ready = ready
+        self.counters["stale_dropped"] += dropped
+        return dropped
+
     def take_batch(self, version: int) -> Batch | None:
-        """The next learner batch, or None while it is not complete yet."""
+        """The next learner batch, or None while it is not complete yet. `version` is the
+        learner's version now: staleness is measured against it."""
+        dropped = self._drop_stale(version)
         if self.gated:
             lo, hi = self.taken * self.groups_per_batch, (self.taken + 1) * self.groups_per_batch
             mine = [entry for entry in self.ready if lo <= entry[0] < hi]
             if len(mine) < self.groups_per_batch:
                 return None
             mine.sort(key=lambda entry: entry[0])
-        else:
+        else:  # complete groups in the order they finished, until the batch is full
             mine, count, tokens = [], 0, 0
             for entry in self.ready:
                 mine.append(entry)
@@ -297,17 +320,10 @@ class Schedule:
                 return None
         taken = {id(entry) for entry in mine}
         self.ready = [entry for entry in self.ready if id(entry) not in taken]
-        kept, lags, dropped = [], [], 0
-        for _, trajectories in mine:
-            for trajectory in trajectories:
-                lag = staleness(trajectory, version)
-                if lag > self.max_staleness:
-                    dropped += 1
-                    continue
-                trajectory.info["staleness"] = lag
-                kept.append(trajectory)
-                lags.append(lag)
-        self.counters["stale_dropped"] += dropped
+        kept = [t for _, trajectories in mine for t in trajectories]
+        lags = [staleness(t, version) for t in kept]
+        for trajectory, lag in zip(kept, lags, strict=True):
+            trajectory.info["staleness"] = lag
         ids = [t.info["trajectory_id"] for t in kept]
         self.consumed.append(ids)
         self.taken += 1
@@ -326,6 +342,7 @@ class Schedule:
             "groups": {str(g): {str(j): _encode(v) for j, v in members.items()} for g, members in self.groups.items()},
             "ready": [[g, [trajectory_to_dict(t) for t in ts]] for g, ts in self.ready],
             "consumed": self.consumed,
+            "dropped": self.dropped,
             "counters": self.counters,
             "picker": self.picker.state_dict(),
         }
@@ -344,6 +361,7 @@ class Schedule:
         }
         self.ready = [(g, [trajectory_from_dict(t) for t in ts]) for g, ts in state["ready"]]
         self.consumed = state["consumed"]
+        self.dropped = state["dropped"]
         self.counters = dict(state["counters"])
         self.picker.load_state_dict(state["picker"])
 

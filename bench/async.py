@@ -1,0 +1,169 @@
+"""Asynchronous vs synchronous training at equal numbers of consumed trajectories.
+
+    python -m bench.async [--json PATH] [--steps N]
+
+Both modes run the same code (`trainer.train`, Ray actors, local sandboxes, the tiny model,
+SAO with its critic) on the same generated task suite, in one run, one after the other.
+Each task's hidden test run sleeps for a duration drawn heavy-tailed (lognormal quantiles,
+median 1 s, p99/p50 >= 10: like test suites whose slowest runs dominate), so episode
+durations are heavy-tailed; the measured p99/p50 of the episodes is reported.
+
+- sync: every step generates a whole batch, then trains: the learner waits for the
+  slowest episode of each batch.
+- async: episodes stream to the learner as they finish (bounded staleness, new episodes
+  admitted while the learner trains).
+
+Figures: `sync_seconds`, `async_seconds` (wall time of the RL steps, from the first episode to
+the last update; actors' start-up excluded), `speedup` = sync / async (target >= 2.5), `learner_idle_fraction` in async
+mode (target < 0.10) and in sync mode, `max_staleness` observed, the episodes' measured
+`episode_p99_over_p50`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import textwrap
+from pathlib import Path
+
+from bench.common import RESULTS, percentile, report
+
+TASKS = 24
+MEDIAN_SECONDS = 1.0
+SIGMA = 1.6  # lognormal: p99/p50 = exp(2.326 * sigma) ~ 40 (start-up overheads shrink it)
+
+
+def heavy_tailed_durations(count: int, median: float = MEDIAN_SECONDS, sigma: float = SIGMA) -> list[float]:
+    """`count` lognormal quantiles (evenly spaced in probability): a deterministic sample
+    with the distribution's shape, shuffled so neighbouring tasks differ."""
+    normal = statistics.NormalDist()
+    values = [median * math.exp(sigma * normal.inv_cdf((i + 0.5) / count)) for i in range(count)]
+    order = sorted(range(count), key=lambda i: (i * 7919) % count)
+    return [round(values[i], 3) for i in order]
+
+
+def write_suite(folder: Path, durations: list[float]) -> None:
+    """One task per duration: a tiny repository whose hidden test sleeps that long."""
+    for index, seconds in enumerate(durations):
+        task = folder / f"sleepy-{index:02d}"
+        (task / "repo" / "tests").mkdir(parents=True)
+        (task / "repo" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        (task / "repo" / "tests" / "__init__.py").write_text("")
+        (task / "repo" / "tests" / "test_calc.py").write_text(
+            textwrap.dedent(
+                f"""
+                import time
+                import unittest
+
+                from calc import add
+
+
+                class Calc(unittest.TestCase):
+                    def test_add(self):
+                        time.sleep({seconds})
+                        self.assertEqual(add(2, 3), 5)
+                """
+            )
+        )
+        (task / "task.yaml").write_text(
+            textwrap.dedent(
+                f"""
+                id: sleepy-{index:02d}
+                family: sleepy
+                difficulty: easy
+                problem_statement: add(2, 3) returns -1 instead of 5; fix calc.add.
+                workspace: repo
+                grading:
+                  test_command: python3 -m unittest -v tests.test_calc
+                  log_parser: unittest
+                  fail_to_pass: [tests.test_calc.Calc.test_add]
+                limits:
+                  max_turns: 1
+                  grading_timeout_s: 120
+                """
+            )
+        )
+
+
+def run(mode: str, suite: Path, output: Path, steps: int, overrides: list[str]) -> dict:
+    from trainer.config import load_config
+    from trainer.train import train
+
+    config = load_config(
+        None,
+        [
+            f"tasks={suite}",
+            f"output_dir={output}",
+            f"run_name={mode}",
+            f"mode={mode}",
+            f"steps={steps}",
+            "episodes_per_step=4",
+            "max_turns=1",
+            "max_new_tokens=4",
+            "max_total_tokens=4096",
+            "rollout_workers=3",
+            "episodes_per_worker=4",
+            "max_staleness=3",
+            "critic_steps=1",
+            "lr=1e-5",
+            *overrides,
+        ],
+    )
+    run_dir = train(config)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    seconds = [s for r in records for s in r.get("episode_seconds", [])]
+    # Wall time of RL: from the first episode to the last update (actors' start-up excluded).
+    wall = sum(r["step_seconds"] for r in records)
+    return {
+        "seconds": wall,
+        "idle": records[-1]["learner_idle_fraction"],
+        "max_staleness": max(r.get("staleness_max", 0) for r in records),
+        "trajectories": sum(r["episodes"] for r in records),
+        "episode_seconds": seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.async")
+    parser.add_argument("--json", type=Path, default=RESULTS / "async.json")
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("overrides", nargs="*", help="extra key=value settings for both modes")
+    args = parser.parse_args()
+    import ray
+
+    from trainer.orchestrator.loop import start_ray
+
+    with tempfile.TemporaryDirectory(prefix="bench-async-") as tmp:
+        suite = Path(tmp) / "suite"
+        durations = heavy_tailed_durations(TASKS)
+        write_suite(suite, durations)
+        started = start_ray(workers=8)
+        try:
+            sync = run("sync", suite, Path(tmp) / "runs", args.steps, args.overrides)
+            asynchronous = run("async", suite, Path(tmp) / "runs", args.steps, args.overrides)
+        finally:
+            if started:
+                ray.shutdown()
+    measured = sync["episode_seconds"] + asynchronous["episode_seconds"]
+    figures = {
+        "trajectories_per_mode": sync["trajectories"],
+        "async_trajectories": asynchronous["trajectories"],
+        "sync_seconds": round(sync["seconds"], 2),
+        "async_seconds": round(asynchronous["seconds"], 2),
+        "speedup": round(sync["seconds"] / asynchronous["seconds"], 3),
+        "learner_idle_fraction": asynchronous["idle"],
+        "sync_learner_idle_fraction": sync["idle"],
+        "max_staleness": asynchronous["max_staleness"],
+        "episode_p50_s": round(percentile(measured, 50), 3),
+        "episode_p99_s": round(percentile(measured, 99), 3),
+        "episode_p99_over_p50": round(percentile(measured, 99) / percentile(measured, 50), 2),
+        "test_sleep_p99_over_p50": round(percentile(durations, 99) / percentile(durations, 50), 2),
+    }
+    report("async", figures, args.json)
+
+
+if __name__ == "__main__":
+    main()
