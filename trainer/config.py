@@ -54,8 +54,9 @@ class TrainConfig(BaseModel):
     curriculum: Literal["round_robin", "pac"] = "round_robin"
     """How tasks are picked each step: in turn, or PAC's Thompson sampling over task families
     (learnability and reward progress; its state is saved in checkpoints)."""
-    steps: int = Field(default=4, gt=0)
-    """Learner steps to run."""
+    steps: int = Field(default=4, ge=0)
+    """Learner steps to run (0: only the warm start and critic pre-training, then a
+    checkpoint `step_000000` to start other runs from)."""
     episodes_per_step: int = Field(default=3, gt=0)
     """Episodes (one per task, SAO's single rollout per prompt) per learner step."""
     max_turns: int = Field(default=3, gt=0)

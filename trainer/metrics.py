@@ -2,8 +2,8 @@
 
 `metrics.jsonl` is the record (append-only, flushed every step, so a crash loses nothing
 already written); TensorBoard gets every numeric field of the same records under `train/`;
-`metrics.png` plots success rate, value loss, masked-token fractions and throughput, redrawn
-from the JSONL so it always matches it.
+`metrics.png` plots success rate, value loss, masked-token fractions, staleness, throughput
+and the learner's idle fraction, redrawn from the JSONL so it always matches it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ PLOTTED = (
     ("value_loss", "value loss"),
     ("masked_low_fraction", "masked low (r <= 1 - eps_low)"),
     ("masked_high_fraction", "masked high (r >= 1 + eps_high)"),
+    ("staleness_mean", "staleness (versions behind the learner, mean per batch)"),
     ("tokens_per_s", "throughput (tokens/s)"),
+    ("learner_idle_fraction", "learner idle fraction (since the first batch)"),
 )
 
 
@@ -49,7 +51,7 @@ def plot(metrics_path: Path, out: Path) -> Path:
     import matplotlib.pyplot as plt
 
     records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    panels = [(key, title) for key, title in PLOTTED if any(key in r for r in records)]
+    panels = [(key, title) for key, title in PLOTTED if any(key in r for r in records)] or [("step", "no steps yet")]
     figure, axes = plt.subplots(len(panels), 1, figsize=(7, 2.0 * max(len(panels), 1)), sharex=True, squeeze=False)
     for axis, (key, title) in zip(axes[:, 0], panels, strict=True):
         points = [(r["step"], r[key]) for r in records if key in r]

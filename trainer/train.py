@@ -195,6 +195,8 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
             losses = learner.get("pretrain_critic", orchestrator.play(jobs), config.critic_pretrain_steps)
             print(f"critic pre-training: value loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps")
         last["time"] = time.monotonic()
+        if config.steps == 0:
+            save(0)  # the warm-started weights, for other runs to start from
         orchestrator.run(config.steps)
         progress.close()
     finally:
