@@ -1,0 +1,104 @@
+"""SAO vs GRPO vs PPO at an equal rollout budget, from the same warm start, over seeds.
+
+    python -m bench.learning [--json PATH] [--seeds N] [--config configs/train_swe.yaml] [key=value ...]
+
+For each seed: one supervised warm start on the tasks' gold trajectories (the config's
+`warm_start_steps`, saved as `step_000000`), then each method trains from that same policy
+with the config's settings otherwise (the `make train-swe` recipe):
+
+- `sao`: one rollout per task, the critic as baseline, SAO's double-sided token mask;
+- `ppo`: one rollout per task, the critic with GAE(0.95) and PPO's clipped objectives;
+- `grpo`: `group_size=2` rollouts per task and half the tasks per step (the same episodes
+  per step), group-normalised advantages, no critic.
+
+Every method plays the same number of episodes (`steps x episodes_per_step`). Figures per
+method: `<method>_first_success` and `<method>_final_success` (mean training success rate
+over the first and the last third of the steps, averaged over seeds), `<method>_final_std`
+(spread of the final figure across seeds) and `<method>_rise` (final - first). The table is
+what it is: with a tiny model, a few tasks and a few minutes of CPU, seeds disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+from pathlib import Path
+
+from bench.common import RESULTS, report
+
+METHODS = {
+    "sao": ["algorithm=sao"],
+    "ppo": ["algorithm=ppo"],
+    "grpo": ["algorithm=grpo", "group_size=2"],
+}
+
+
+def _thirds(records: list[dict]) -> tuple[float, float]:
+    rates = [r["success_rate"] for r in records if "success_rate" in r]
+    third = max(1, len(rates) // 3)
+    return statistics.fmean(rates[:third]), statistics.fmean(rates[-third:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.learning")
+    parser.add_argument("--json", type=Path, default=RESULTS / "learning.json")
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--config", default="configs/train_swe.yaml")
+    parser.add_argument("overrides", nargs="*", help="key=value settings for every run")
+    args = parser.parse_args()
+    import ray
+
+    from trainer.config import load_config
+    from trainer.orchestrator.loop import start_ray
+    from trainer.train import train
+
+    base = load_config(args.config, args.overrides)
+    if not base.warm_start_steps:
+        raise SystemExit(f"{args.config}: bench.learning compares methods after a warm start; set warm_start_steps")
+    figures: dict[str, float] = {"seeds": args.seeds, "steps": base.steps, "episodes_per_step": base.episodes_per_step}
+    outcomes: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
+    started = start_ray(workers=base.rollout_workers + 1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
+            for seed in range(args.seeds):
+                warm = train(load_config(args.config, [*args.overrides, f"output_dir={tmp}", f"run_name=warm{seed}",
+                                                       f"seed={seed}", "steps=0"]))  # fmt: skip
+                policy = warm / "checkpoints" / "step_000000" / "policy"
+                for method, settings in METHODS.items():
+                    per_step = base.episodes_per_step // (2 if method == "grpo" else 1)
+                    run = train(
+                        load_config(
+                            args.config,
+                            [
+                                *args.overrides,
+                                f"output_dir={tmp}",
+                                f"run_name={method}{seed}",
+                                f"seed={seed}",
+                                f"model={policy}",
+                                "warm_start_steps=0",
+                                f"episodes_per_step={per_step}",
+                                *settings,
+                            ],
+                        )  # fmt: skip
+                    )
+                    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+                    outcomes[method].append(_thirds(records))
+                    print(f"seed {seed} {method}: success first third {outcomes[method][-1][0]:.3f} "
+                          f"-> last third {outcomes[method][-1][1]:.3f}")  # fmt: skip
+    finally:
+        if started:
+            ray.shutdown()
+    for method, pairs in outcomes.items():
+        first = statistics.fmean(p[0] for p in pairs)
+        final = statistics.fmean(p[1] for p in pairs)
+        figures[f"{method}_first_success"] = round(first, 4)
+        figures[f"{method}_final_success"] = round(final, 4)
+        figures[f"{method}_final_std"] = round(statistics.pstdev([p[1] for p in pairs]), 4)
+        figures[f"{method}_rise"] = round(final - first, 4)
+    report("learning", figures, args.json)
+
+
+if __name__ == "__main__":
+    main()
