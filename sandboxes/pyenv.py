@@ -218,9 +218,15 @@ def _marker(part: str, index: int) -> str:
 
 def _scripts(env: PythonEnv, prefix: Path, workdir: str, variables: dict[str, str]) -> list[tuple[str, int, str]]:
     """(part, index, script) of every step, as one shell runs them, in order."""
-    exported = {"PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **variables}
-    exported["PIP_ROOT_USER_ACTION"] = "ignore"
-    common = "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in exported.items())
+    exported = {"PIP_DISABLE_PIP_VERSION_CHECK": "1", **variables, "PIP_ROOT_USER_ACTION": "ignore"}
+    # pip's cache lives for one step, on disk (not PIP_NO_CACHE_DIR: pip < 19 reads it wrongly).
+    common = "\n".join(
+        [
+            "export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in exported.items()),
+            'export PIP_CACHE_DIR="${TMPDIR:-/tmp}/pyenv-pip-cache"',
+            "trap 'rm -rf \"$PIP_CACHE_DIR\"' EXIT",
+        ]
+    )
     scripts = []
     if env.system:
         scripts.append(("system", 0, "\n".join([_marker("system", 0), "set -e", common, "cd /", *env.system])))

@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from tasks.repos import checkout_workspace, find_clone
 from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
-from tasks.swebench_env import row_environment
+from tasks.swebench_env import check_specification, row_environment
 
 HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
@@ -82,6 +82,7 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
         )
     else:
         try:
+            check_specification(row, row_name)  # what no clone would change, first
             clone = find_clone(Path(repo_cache), row["repo"], row["base_commit"], row_name)
             sandbox, edits = row_environment(row, clone, row_name)
             name = row["repo"].replace("/", "__")

@@ -45,7 +45,9 @@ SWEBENCH_BASE_PACKAGES = ("wget", "git", "build-essential", "libffi-dev", "libti
                           "locales-all", "tzdata")  # fmt: skip
 # What `conda create python=X` brings, capped where newer releases dropped what old
 # `setup.py` files and legacy installs use.
-BOOTSTRAP = 'python -m pip install --upgrade "pip<24.1" "setuptools<70" wheel'
+# pip first, on its own: the pip a venv of an old Python brings cannot tell which releases
+# of the others still support that Python.
+BOOTSTRAP = 'python -m pip install --upgrade "pip<24.1"\npython -m pip install --upgrade "setuptools<70" wheel'
 REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"
 HEREDOC = "EOF_59812759871"  # the harness's own delimiter
 LOCALE_CHECK = "locale -a | grep -qiE '^en_US\\.utf-?8$'"
@@ -156,9 +158,9 @@ def _pretend_version(row: dict, clone) -> str:
 
 
 # -- the definition ---------------------------------------------------------------------------
-def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]]:
-    """(the row's sandbox definition, with its `python:` section; the repository edits to
-    make in its workspace). Raises `EnvironmentUnmet` naming the part that cannot be met."""
+def check_specification(row: dict, where: str) -> dict:
+    """The row's specification, when pip can meet it at all (what needs no clone to tell);
+    else `EnvironmentUnmet` naming the part."""
     specs = specs_of(row)
     if not specs:
         raise EnvironmentUnmet(f"{where}: specification: the harness has none for {row['repo']} {row.get('version')!r}")
@@ -174,6 +176,14 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
             f"{where}: packages: the harness installs them from a conda environment.yml "
             "(conda-only packages and channels), which pip cannot install"
         )
+    return specs
+
+
+def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]]:
+    """(the row's sandbox definition, with its `python:` section; the repository edits to
+    make in its workspace). Raises `EnvironmentUnmet` naming the part that cannot be met."""
+    specs = check_specification(row, where)
+    packages = specs.get("packages", "")
     setup = [BOOTSTRAP]
     if packages == "requirements.txt":
         text, _ = requirements(row, clone, where)

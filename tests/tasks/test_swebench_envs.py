@@ -155,6 +155,8 @@ def test_conda_only_rows_are_unavailable_with_the_reason(tmp_path):
     task = row_to_task({**repo.real_row("pydata__xarray-6938"), "base_commit": base}, "row", root)
     assert task.workspace is None
     assert "packages" in task.unavailable and "conda environment.yml" in task.unavailable
+    # Said first, even where there is no clone: a clone would not change it.
+    assert "conda environment.yml" in row_to_task(repo.real_row("pydata__xarray-6938"), "row", tmp_path).unavailable
 
 
 def test_requirements_come_from_the_clone_and_system_steps_need_a_host_that_has_them(tmp_path):
