@@ -374,7 +374,9 @@ class LocalSandbox(SupervisedSandbox):
             if not Path(mount.source).exists():
                 raise SandboxError(f"mount source {mount.source} does not exist")
             for parent in reversed(Path(mount.target).parents):
-                if str(parent) not in made:
+                # Inside the host's read-only /usr etc. it is there already, and cannot be made.
+                under_host = any(str(parent) == p or str(parent).startswith(p + "/") for p in HOST_RO_PATHS)
+                if str(parent) not in made and not under_host:
                     args += ["--perms", "0755", "--dir", str(parent)]
                     made.add(str(parent))
             args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
