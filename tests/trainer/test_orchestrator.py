@@ -64,9 +64,11 @@ def test_sync_mode_trains_on_whole_batches_in_order(tmp_path, ray_cluster):
 
 
 @needs_bwrap
-def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_version():
+@pytest.mark.parametrize("rollout", ["linear", "tree"])
+def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_version(rollout):
     """Partial rollouts: weights published mid-episode are used from the next turn on, every
-    token records the version that sampled it, and its logprob is that version's."""
+    token records the version that sampled it, and its logprob is that version's. A tree
+    spanning the update keeps its shared prefix's versions in every branch."""
     from tasks import builtin_tasks
     from trainer.learner import token_logprobs
     from trainer.models import load_policy
@@ -74,7 +76,8 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
     task = builtin_tasks()[0]
     worker = RolloutWorker(
         index=0, model="tiny", engine="hf", seed=0, tasks="builtin", task_ids=[task.id], sandbox_backend="local",
-        settings=EpisodeSettings(max_turns=3, max_new_tokens=6, max_total_tokens=4096),
+        settings=EpisodeSettings(max_turns=3, max_new_tokens=6, max_total_tokens=4096, rollout=rollout,
+                                 tree_scorer="heuristic", tree_expand_every=1, tree_branches=3),
     )  # fmt: skip
     first, second = load_policy("tiny", seed=1), load_policy("tiny", seed=2)
     worker.set_weights(1, {"policy": first.state_dict()})
@@ -92,17 +95,18 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
     worker.engine.generate = generate
     result = worker.run(EpisodeJob(job_id=0, group=0, task_id=task.id, family=task.family, seed=5, batch=0))
     assert not result.error
-    trajectory = result.trajectories[0]
     assert turns[0] == 1 and set(turns[1:]) == {2} and len(turns) >= 2
-    versions = [v for v, p in zip(trajectory.versions, trajectory.policy_mask, strict=True) if p]
-    assert versions[0] == 1 and versions[-1] == 2
-    ids = torch.tensor([trajectory.token_ids])
-    for version, model in ((1, first), (2, second)):
-        with torch.no_grad():
-            recomputed = token_logprobs(model.eval(), ids, torch.ones_like(ids))[0]
-        positions = [i for i, v in enumerate(trajectory.versions) if v == version]
-        recorded = torch.tensor([trajectory.logprobs[i] for i in positions])
-        assert torch.allclose(recomputed[[i - 1 for i in positions]], recorded, atol=1e-5)
+    assert len(result.trajectories) == (1 if rollout == "linear" else 3)
+    for trajectory in result.trajectories:
+        versions = [v for v, p in zip(trajectory.versions, trajectory.policy_mask, strict=True) if p]
+        assert versions[0] == 1 and versions[-1] == 2 and versions == sorted(versions)
+        ids = torch.tensor([trajectory.token_ids])
+        for version, model in ((1, first), (2, second)):
+            with torch.no_grad():
+                recomputed = token_logprobs(model.eval(), ids, torch.ones_like(ids))[0]
+            positions = [i for i, v in enumerate(trajectory.versions) if v == version]
+            recorded = torch.tensor([trajectory.logprobs[i] for i in positions])
+            assert torch.allclose(recomputed[[i - 1 for i in positions]], recorded, atol=1e-5)
 
 
 def _launch(tmp_path: Path, run_name: str, args: list[str]) -> subprocess.Popen:
