@@ -161,6 +161,7 @@ def _interpreter(prefix: Path) -> str:
 # Variables passed on to builds as they are (proxies, and what the host's pip is told).
 PASSED_VARIABLES = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 HOST_FILES_IN_IMAGE = "/opt/pip-host"
+_noted: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,8 @@ def pip_settings(for_image: bool, log: Callable[[str], None] = lambda line: None
             elif Path(local).is_file():
                 paths.append(Path(local))
                 kept.append(f"{HOST_FILES_IN_IMAGE}/{len(paths) - 1}-{Path(local).name}")
-            else:
+            elif token not in _noted:
+                _noted.add(token)  # once a process: every image build would say it again
                 log(f"note: pip's {key} {token} is a folder on this host, left out of the image build")
         if kept:
             variables[f"PIP_{key.upper().replace('-', '_')}"] = " ".join(kept)
