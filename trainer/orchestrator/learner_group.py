@@ -53,7 +53,7 @@ class LearnerRank:
         value-scored tree rollouts."""
         weights = {"policy": self.learner.engine_weights()}
         if with_critic and self.learner.critic is not None:
-            weights["critic"] = {k: v.detach().cpu().clone() for k, v in self.learner.critic.state_dict().items()}
+            weights["critic"] = _full_state(self.learner.critic, self.learner.sharded)
         return weights
 
     def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
@@ -70,6 +70,15 @@ class LearnerRank:
 
     def load(self, directory: str) -> dict:
         return self.learner.load(directory)
+
+
+def _full_state(model, sharded: bool) -> dict:
+    """A module's full (unsharded) weights on CPU; a collective when sharded."""
+    if not sharded:
+        return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 class LearnerGroup:
