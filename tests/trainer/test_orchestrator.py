@@ -186,3 +186,12 @@ def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and
     _assert_bitwise_equal(
         _training_state(checkpoints / final), _training_state(tmp_path / "straight" / "checkpoints" / final)
     )
+
+
+@needs_bwrap
+def test_a_two_rank_learner_group_trains_and_one_rank_resumes_its_checkpoint(tmp_path, ray_cluster):
+    common = [f"output_dir={tmp_path}", "run_name=ranks", *SMALL, "checkpoint_every=1"]
+    run_dir = train(load_config(None, [*common, "steps=1", "learner_ranks=2"]))
+    train(load_config(None, [*common, "steps=2", "learner_ranks=1", "resume=auto"]))
+    records = _records(run_dir)
+    assert [r["step"] for r in records] == [1, 2] and records[-1]["version"] == 2
