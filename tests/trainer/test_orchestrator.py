@@ -39,14 +39,15 @@ def test_crashed_and_hung_workers_and_dead_sandboxes_are_retried_not_scored(tmp_
         None,
         # sync: every batch needs all of its episodes, so none of the faults can be outrun
         [f"output_dir={tmp_path}", "run_name=faults", "mode=sync", "steps=3", *SMALL, "rollout_workers=2",
-         "episodes_per_worker=2", "episode_timeout_s=20", "max_attempts=3"],
+         "episodes_per_worker=2", "episode_timeout_s=30", "max_attempts=4"],
     )  # fmt: skip
     run_dir = train(config, sandbox_factory=faults)
     assert {p.name for p in tmp_path.glob("*.done")} == {"crash.done", "sandbox.done", "hang.done"}
     records = _records(run_dir)
     assert [r["step"] for r in records] == [1, 2, 3]  # training went on
     last = records[-1]
-    assert last["worker_restarts"] >= 2 and last["hung_episodes"] == 1
+    # At least the planned faults (a heavily loaded machine may add slow episodes taken for hangs).
+    assert last["worker_restarts"] >= 2 and last["hung_episodes"] >= 1
     assert last["infra_retries"] >= 3 and last["infra_dropped"] == 0
     state = json.loads((run_dir / "checkpoints" / "step_000003" / "state.json").read_text())
     consumed = [i for step in state["schedule"]["consumed"] for i in step]
