@@ -155,9 +155,17 @@ def _coerce(text: str):
     return yaml.safe_load(text) if text != "" else ""
 
 
+CRITIC_FREE = ("grpo", "dr_grpo", "dapo", "sapo")
+
+
 def _check_groups(config: TrainConfig, where: str) -> TrainConfig:
     if config.algorithm in ("grpo", "dr_grpo", "dapo") and config.group_size < 2:
         raise ConfigError(f"{where}: field 'group_size': {config.algorithm} compares rollouts of a task, needs >= 2")
+    if config.rollout == "tree" and config.tree_scorer == "value" and config.algorithm in CRITIC_FREE:
+        raise ConfigError(
+            f"{where}: field 'tree_scorer': 'value' scores branches with the critic; {config.algorithm} has none "
+            "(use tree_scorer=heuristic or judge)"
+        )
     if config.mode == "sync" and config.deterministic:
         raise ConfigError(f"{where}: field 'deterministic': applies to mode=async (sync is deterministic already)")
     return config

@@ -40,3 +40,9 @@ def test_errors_name_the_file_and_field(tmp_path):
 def test_every_field_is_documented():
     undocumented = [name for name, field in TrainConfig.model_fields.items() if not field.description]
     assert not undocumented
+
+
+def test_value_scored_trees_need_a_critic():
+    with pytest.raises(ConfigError, match="'tree_scorer'.*sapo has none"):
+        load_config(None, ["algorithm=sapo", "rollout=tree"])
+    assert load_config(None, ["algorithm=sapo", "rollout=tree", "tree_scorer=heuristic"]).rollout == "tree"
