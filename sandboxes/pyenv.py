@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -174,13 +175,20 @@ class PipSettings:
     paths: tuple[Path, ...] = ()
 
 
+@functools.lru_cache(maxsize=8)
+def _pip_config(variables: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """`pip config list` of this interpreter's pip (once per set of PIP_ variables: it takes
+    half a second, and every environment a run prepares asks)."""
+    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    return tuple(listed.stdout.splitlines())
+
+
 def pip_settings(for_image: bool, log: Callable[[str], None] = lambda line: None) -> PipSettings:
     """The host pip's settings (`pip config list`: its files and PIP_ variables) as PIP_
     variables. For an image, files they name (a CA bundle, a constraints file) are copied
     in under /opt/pip-host and folders (local mirrors, find-links) are left out."""
-    listed = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
     settings: dict[str, str] = {}
-    for line in listed.stdout.splitlines():
+    for line in _pip_config(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("PIP_")))):
         match = re.match(r"^[^.]*\.([\w-]+)='(.*)'$", line)
         if match:  # `:env:.x` lines come last: variables win over files, as in pip
             settings[match.group(1)] = match.group(2)
