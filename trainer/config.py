@@ -33,6 +33,10 @@ class TrainConfig(BaseModel):
     """`builtin`, a folder of task YAMLs, or a SWE-bench JSONL / dataset name."""
     task_ids: list[str] = Field(default_factory=list)
     """Only these task ids (all when empty)."""
+    repo_cache: str | None = None
+    """Folder of git clones (`owner__name` or `owner/name`) that SWE-bench rows' workspaces
+    are made from; their environments are then built with pip for `sandbox_backend`
+    (`tasks/README.md`). Rows that cannot be had this way are left out with the reason."""
     algorithm: Literal["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo", "sapo"] = "sao"
     """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
     decoupled PPO, the critic-free group methods GRPO, Dr.GRPO and DAPO, or SAPO (one model

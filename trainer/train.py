@@ -33,6 +33,7 @@ from pathlib import Path
 import yaml
 from tqdm import tqdm
 
+from agent_env import needs_environment, prepare_environments
 from tasks import Task, load_task_set
 from trainer.config import TrainConfig, load_config
 from trainer.metrics import MetricsWriter, plot
@@ -41,7 +42,10 @@ from trainer.orchestrator.schedule import Batch, EpisodeJob, Schedule, TaskPicke
 
 
 def _available(tasks: list[Task]) -> list[Task]:
-    usable = [t for t in tasks if t.workspace is not None]
+    usable = [t for t in tasks if t.workspace is not None and not t.unavailable]
+    for task in tasks:
+        if task not in usable:
+            print(f"task {task.id} left out: {task.unavailable or 'no workspace'}")
     if not usable:
         reasons = sorted({t.unavailable for t in tasks})
         raise SystemExit(f"no task can run on this machine: {'; '.join(reasons)}")
@@ -89,7 +93,10 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
     run_dir = Path(config.output_dir) / config.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
-    tasks = _available(load_task_set(config.tasks, config.task_ids or None))
+    tasks = load_task_set(config.tasks, config.task_ids or None, repo_cache=config.repo_cache)
+    if any(needs_environment(t) for t in tasks):  # SWE-bench rows from a repo cache: pip-built envs
+        tasks = prepare_environments(tasks, config.sandbox_backend)
+    tasks = _available(tasks)
     resume = latest_checkpoint(run_dir) if config.resume == "auto" else config.resume
     factory = sandbox_factory or build_sandbox_factory(config.sandbox_backend)
 
@@ -184,7 +191,7 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
             checkpoint = Path(learner.get("save", str(run_dir / "checkpoints" / f"step_{step:06d}"), extra))
 
         orchestrator = Orchestrator(
-            config, schedule, learner, sandbox_factory=sandbox_factory, on_step=on_step, save=save
+            config, schedule, learner, tasks, sandbox_factory=sandbox_factory, on_step=on_step, save=save
         )
         orchestrator.publish(learner.get("version"), wait=True)  # every worker is up
         if config.critic_pretrain_steps and not resumed and learner.get("has_critic"):

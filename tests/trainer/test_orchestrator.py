@@ -76,7 +76,7 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
 
     task = builtin_tasks()[0]
     worker = RolloutWorker(
-        index=0, model="tiny", engine="hf", seed=0, tasks="builtin", task_ids=[task.id], sandbox_backend="local",
+        index=0, model="tiny", engine="hf", seed=0, tasks=[task], sandbox_backend="local",
         settings=EpisodeSettings(max_turns=3, max_new_tokens=6, max_total_tokens=4096, rollout=rollout,
                                  tree_scorer="heuristic", tree_expand_every=1, tree_branches=3),
     )  # fmt: skip

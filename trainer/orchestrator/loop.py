@@ -75,6 +75,7 @@ class Orchestrator:
         config: TrainConfig,
         schedule: Schedule,
         learner: LearnerGroup,
+        tasks: list,
         *,
         sandbox_factory=None,
         on_step: Callable[[dict, Batch], None] | None = None,
@@ -91,6 +92,7 @@ class Orchestrator:
         self.on_step = on_step
         self.save = save
         self.sandbox_factory = sandbox_factory
+        self.tasks_ref = ray.put(tasks)  # one copy in the object store for every worker (and restart)
         self.with_critic = config.rollout == "tree" and config.tree_scorer == "value"
         self.workers: list = [None] * config.rollout_workers
         self.running: dict = {}  # episode ref -> _Running
@@ -113,8 +115,7 @@ class Orchestrator:
             model=config.model,
             engine=config.engine,
             seed=config.seed,
-            tasks=config.tasks,
-            task_ids=list(config.task_ids),
+            tasks=self.tasks_ref,
             sandbox_backend=config.sandbox_backend,
             settings=episode_settings(config),
             keep_versions=config.max_staleness + 2,

@@ -47,8 +47,7 @@ class RolloutWorker:
         model: str,
         engine: str,
         seed: int,
-        tasks: str,
-        task_ids: list[str],
+        tasks: list,
         sandbox_backend: str,
         settings: EpisodeSettings,
         keep_versions: int = 2,
@@ -56,7 +55,6 @@ class RolloutWorker:
         sandbox_factory=None,
         weights_timeout_s: float = 600.0,
     ) -> None:
-        from tasks import load_task_set
         from trainer.build import sandbox_factory as make_sandbox_factory
         from trainer.engines import make_engine
         from trainer.models import load_tokenizer
@@ -64,7 +62,7 @@ class RolloutWorker:
 
         self.index = index
         self.settings = settings
-        self.tasks = {task.id: task for task in load_task_set(tasks, task_ids or None)}
+        self.tasks = {task.id: task for task in tasks}  # loaded (and environments built) by the driver
         self.chat = ChatFormat(load_tokenizer(model))
         self.sandbox_factory = sandbox_factory or make_sandbox_factory(sandbox_backend)
         self.engine = make_engine(engine, model, seed=seed)
