@@ -139,3 +139,4 @@ def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster
     before, after = (float(x) for x in out.split("loss ")[1].split(" in ")[0].split(" -> "))
     assert after < before
     assert record["version"] == 2  # the warm start published version 1, RL's first step version 2
+    assert 0.0 <= record["gold_probability"] <= 1.0  # P(the gold actions) after each update

@@ -623,6 +623,8 @@ class Learner:
         finally:
             self.aggregation = saved
         self.version += 1  # the engines must pick up the warm-started weights
+        if self.critic is not None:
+            self.critic_from_policy()
         return losses
 
     def _value_loss(self, values, returns, old_values, mask) -> torch.Tensor:
@@ -632,6 +634,20 @@ class Learner:
         if self.spec.policy_loss in ("ppo", "decoupled_ppo"):
             return clipped_value_loss(values, old_values, returns, mask, aggregation=aggregation)
         return value_loss(values, returns, mask, aggregation)
+
+    @torch.no_grad()
+    def critic_from_policy(self) -> None:
+        """Start the critic's backbone over from the policy's current weights, with a fresh
+        optimizer (SAO initialises the critic from the fine-tuned policy: after a warm start,
+        a backbone copied from the random initialisation has no useful features). The value
+        head keeps its weights. Sharded modules are copied shard by shard (same layout)."""
+        decoder = self.policy.get_decoder() if hasattr(self.policy, "get_decoder") else self.policy.model
+        source = dict(decoder.named_parameters())
+        for name, parameter in self.critic.backbone.named_parameters():
+            parameter.copy_(source[name])
+        self.critic_optimizer = torch.optim.AdamW(
+            [p for p in self.critic.parameters() if p.requires_grad], lr=self.critic_optimizer.param_groups[0]["lr"]
+        )
 
     def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
         """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen)."""

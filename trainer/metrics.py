@@ -13,6 +13,7 @@ from pathlib import Path
 
 PLOTTED = (
     ("success_rate", "success rate"),
+    ("gold_probability", "P(gold actions) at the training temperature"),
     ("value_loss", "value loss"),
     ("masked_low_fraction", "masked low (r <= 1 - eps_low)"),
     ("masked_high_fraction", "masked high (r >= 1 + eps_high)"),

@@ -125,8 +125,10 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
             _truncate_metrics(run_dir / "metrics.jsonl", schedule.steps_done)
             print(f"resumed from {resume}: step {schedule.steps_done}, version {resumed['version']}")
 
+        demonstrations = _demonstrations(tasks, config, factory) if config.warm_start_steps else []
+        if demonstrations:  # each step then reports the probability of the gold actions
+            learner.get("set_probes", demonstrations)
         if config.warm_start_steps and not resumed:
-            demonstrations = _demonstrations(tasks, config, factory)
             losses = learner.get("warm_start", demonstrations, config.warm_start_steps, config.warm_start_lr)
             solved = sum(t.reward for t in demonstrations)
             print(

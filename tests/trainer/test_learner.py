@@ -208,3 +208,15 @@ def test_frozen_critic_attention_stays_put(learner):
     for name, param in learner.critic.named_parameters():
         if name in attention:
             assert torch.equal(param, attention[name]), name
+
+
+def test_warm_start_restarts_the_critic_from_the_fine_tuned_policy(learner):
+    """SAO initialises the critic from the (fine-tuned) policy: after a warm start the
+    critic's backbone equals the policy's decoder, not the random initialisation."""
+    head = learner.critic.head.weight.detach().clone()
+    learner.warm_start([make_trajectory(learner.policy, 1.0, seed=3)], steps=2, lr=1e-2)
+    decoder = dict(learner.policy.get_decoder().named_parameters())
+    for name, parameter in learner.critic.backbone.named_parameters():
+        assert torch.equal(parameter, decoder[name]), name
+    assert torch.equal(learner.critic.head.weight, head)
+    assert not learner.critic_optimizer.state  # a fresh optimizer

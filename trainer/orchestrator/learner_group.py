@@ -39,9 +39,34 @@ class LearnerRank:
     def version(self) -> int:
         return self.learner.version
 
+    def set_probes(self, demonstrations: list[Trajectory]) -> None:
+        """Gold trajectories whose probability `step` reports after each update."""
+        self.probes = demonstrations
+
+    def gold_probability(self) -> float:
+        """Mean over the probes of P(the policy samples their exact actions) at the training
+        temperature: a deterministic measure of progress on the tasks, where the sampled
+        success rate of a few episodes per step is noise (its gradient is P x the
+        supervised gradient toward the gold action)."""
+        import torch
+
+        from trainer.learner import token_logprobs
+
+        learner = self.learner
+        total = 0.0
+        with torch.no_grad():
+            for demo in self.probes:
+                ids = torch.tensor([demo.token_ids], device=learner.device)
+                logp = token_logprobs(learner.policy, ids, torch.ones_like(ids), learner.temperature, learner.banned)[0]
+                mask = torch.tensor(demo.policy_mask[1:], device=learner.device)
+                total += float(torch.exp((logp * mask).sum()))
+        return total / len(self.probes)
+
     def step(self, trajectories: list[Trajectory]) -> dict:
         started = time.monotonic()
         record = self.learner.step(trajectories)
+        if getattr(self, "probes", None):
+            record["gold_probability"] = round(self.gold_probability(), 5)
         seconds = time.monotonic() - started
         self.busy_seconds += seconds
         # The learner writes per-trajectory advantages into `info` (curricula read them).
