@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -88,9 +87,8 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
     def generate(prompts, **kwargs):  # the real engine; a new version lands after turn 1
         out = inner(prompts, **kwargs)
         turns.append(out[0].version)
-        if len(turns) == 1:
-            threading.Thread(target=worker.set_weights, args=(2, {"policy": second.state_dict()})).start()
-            time.sleep(0.5)
+        if len(turns) == 1:  # published as the orchestrator would (the worker's lock is re-entrant)
+            worker.set_weights(2, {"policy": second.state_dict()})
         return out
 
     worker.engine.generate = generate

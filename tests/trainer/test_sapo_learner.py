@@ -303,15 +303,16 @@ def test_sapo_config_fields():
 
 
 @needs_bwrap
-def test_train_with_sapo_end_to_end(tmp_path):
-    """`python -m trainer.train configs/train_swe.yaml algorithm=sapo steps=1`, made small."""
+def test_train_with_sapo_end_to_end(tmp_path, ray_cluster):
+    """`python -m trainer.train configs/train_swe.yaml algorithm=sapo steps=1`, made small
+    (a 2-step warm start, which publishes version 1)."""
     from trainer.train import train
 
-    overrides = [f"output_dir={tmp_path}", "run_name=sapo", "algorithm=sapo", "steps=1",
-                 "episodes_per_step=2", "max_turns=2", "max_new_tokens=12"]  # fmt: skip
+    overrides = [f"output_dir={tmp_path}", "run_name=sapo", "algorithm=sapo", "steps=1", "warm_start_steps=2",
+                 "critic_pretrain_steps=0", "episodes_per_step=2", "max_turns=2", "max_new_tokens=12"]  # fmt: skip
     run_dir = train(load_config(CPU_DEMO, overrides))
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert records[-1]["version"] == 1 and records[-1]["policy_tokens"] > 0 and records[-1]["turns"] > 0
+    assert records[-1]["version"] == 2 and records[-1]["policy_tokens"] > 0 and records[-1]["turns"] > 0
     assert torch.isfinite(torch.tensor(records[-1]["value_loss"]))
     checkpoint = run_dir / "checkpoints" / "step_000001"
     assert json.loads((checkpoint / "state.json").read_text())["value_token_ids"] == [PLUS, MINUS]
