@@ -242,24 +242,11 @@ def parse_definition(data: Any, source: Path) -> SandboxDefinition:
         recipe = definition.build
         if (recipe.base is None) == (recipe.debootstrap is None):
             errors.append("build: give exactly one of base or debootstrap")
-        copies = []
-        for i, item in enumerate(recipe.copy):
-            host = _anchored(item.source, source_path=Path(source))
-            if not host.exists():
-                errors.append(f"build.copy[{i}].source: {host} does not exist")
-            if not item.target.startswith("/"):
-                errors.append(f"build.copy[{i}].target: must be an absolute path, got {item.target!r}")
-            copies.append(dataclasses.replace(item, source=host))
-        definition = dataclasses.replace(definition, build=dataclasses.replace(recipe, copy=tuple(copies)))
-    mounts = []
-    for i, mount in enumerate(definition.mounts):
-        host = _anchored(mount.source, source_path=Path(source))
-        if not host.exists():
-            errors.append(f"mounts[{i}].source: {host} does not exist")
-        if not mount.target.startswith("/"):
-            errors.append(f"mounts[{i}].target: must be an absolute path, got {mount.target!r}")
-        mounts.append(dataclasses.replace(mount, source=host))
-    definition = dataclasses.replace(definition, mounts=tuple(mounts))
+        copies = _anchor_sources(recipe.copy, "build.copy", Path(source), errors)
+        definition = dataclasses.replace(definition, build=dataclasses.replace(recipe, copy=copies))
+    definition = dataclasses.replace(
+        definition, mounts=_anchor_sources(definition.mounts, "mounts", Path(source), errors)
+    )
     if definition.python is not None and not definition.python.version:
         errors.append("python.version: give a CPython version such as '3.9'")
     if not definition.workdir.startswith("/"):
@@ -279,6 +266,20 @@ def parse_definition(data: Any, source: Path) -> SandboxDefinition:
 def _anchored(path: Path, *, source_path: Path) -> Path:
     """A path of a definition file: relative ones are relative to the file's folder."""
     return path if path.is_absolute() else (source_path.parent / path).resolve()
+
+
+def _anchor_sources(items, field: str, source_path: Path, errors: list[str]) -> tuple:
+    """`items` (copies or mounts: `source` on the host, `target` inside) with their sources
+    anchored to the definition file; problems are appended to `errors`, naming `field[i]`."""
+    anchored = []
+    for i, item in enumerate(items):
+        host = _anchored(item.source, source_path=source_path)
+        if not host.exists():
+            errors.append(f"{field}[{i}].source: {host} does not exist")
+        if not item.target.startswith("/"):
+            errors.append(f"{field}[{i}].target: must be an absolute path, got {item.target!r}")
+        anchored.append(dataclasses.replace(item, source=host))
+    return tuple(anchored)
 
 
 def load_definition(path: str | Path) -> SandboxDefinition:

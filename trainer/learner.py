@@ -678,15 +678,19 @@ class Learner:
         return losses, all_ok
 
     # -- weights for the engines ------------------------------------------------------------
-    def full_policy_state(self) -> dict[str, torch.Tensor]:
-        """The policy's full (unsharded) weights on CPU; gathered on every rank."""
+    def full_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """A model's full (unsharded) weights on CPU; gathered on every rank when sharded."""
         if not self.sharded:  # the plain module holds the full tensors: a copy is all it takes
-            return {k: v.detach().to("cpu", copy=True) for k, v in self.policy.state_dict().items()}
+            return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        state = get_model_state_dict(self.policy, options=options)
+        state = get_model_state_dict(model, options=options)
         return {k: v.detach().clone() if v.device.type == "cpu" else v.detach().cpu() for k, v in state.items()}
+
+    def full_policy_state(self) -> dict[str, torch.Tensor]:
+        """The policy's full (unsharded) weights on CPU; gathered on every rank."""
+        return self.full_state(self.policy)
 
     def engine_weights(self) -> dict[str, torch.Tensor]:
         """The policy's full weights for the engines. Under SAPO they include the two value

@@ -34,7 +34,6 @@ class LearnerRank:
         self.config = TrainConfig.model_validate(config)
         self.rank = rank
         self.learner, self.tokenizer = build_learner(self.config, mesh=mesh)
-        self.busy_seconds = 0.0
 
     def version(self) -> int:
         return self.learner.version
@@ -68,7 +67,6 @@ class LearnerRank:
         if getattr(self, "probes", None):
             record["gold_probability"] = round(self.gold_probability(), 5)
         seconds = time.monotonic() - started
-        self.busy_seconds += seconds
         # The learner writes per-trajectory advantages into `info` (curricula read them).
         advantages = [t.info.get("advantage", 0.0) for t in trajectories]
         return {**record, "learner_seconds": round(seconds, 4), "advantages": advantages}
@@ -78,7 +76,7 @@ class LearnerRank:
         value-scored tree rollouts."""
         weights = {"policy": self.learner.engine_weights()}
         if with_critic and self.learner.critic is not None:
-            weights["critic"] = _full_state(self.learner.critic, self.learner.sharded)
+            weights["critic"] = self.learner.full_state(self.learner.critic)
         return weights
 
     def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
@@ -95,15 +93,6 @@ class LearnerRank:
 
     def load(self, directory: str) -> dict:
         return self.learner.load(directory)
-
-
-def _full_state(model, sharded: bool) -> dict:
-    """A module's full (unsharded) weights on CPU; a collective when sharded."""
-    if not sharded:
-        return {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-
-    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
 class LearnerGroup:

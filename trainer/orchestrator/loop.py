@@ -46,7 +46,6 @@ class _Running:
 class Counters:
     worker_restarts: int = 0
     hung_episodes: int = 0
-    episodes_finished: int = 0
     learner_busy_seconds: float = 0.0
     first_step_started: float | None = None
     """When the learner first had a batch: idle time is counted from then (the wait for
@@ -160,13 +159,16 @@ class Orchestrator:
             used[running.worker] += 1
         return {i: self.config.episodes_per_worker - used[i] for i in range(len(self.workers))}
 
+    def _submit(self, job: EpisodeJob, free: dict[int, int]):
+        """Start `job` on the worker with the most free slots (the lowest index on ties)."""
+        index = max(free, key=lambda i: (free[i], -i))
+        free[index] -= 1
+        return index, self.workers[index].run.remote(job)
+
     def _dispatch(self) -> None:
         free = self._free_slots()
-        jobs = self.schedule.next_jobs(self.version, sum(free.values()))
-        for job in jobs:
-            index = max(free, key=lambda i: (free[i], -i))
-            free[index] -= 1
-            ref = self.workers[index].run.remote(job)
+        for job in self.schedule.next_jobs(self.version, sum(free.values())):
+            index, ref = self._submit(job, free)
             self.running[ref] = _Running(job, index, time.monotonic() + self.config.episode_timeout_s)
 
     def _maybe_step(self) -> None:
@@ -196,9 +198,7 @@ class Orchestrator:
             self._restart_worker(running.worker)
             return
         outcome = self.schedule.finish(result)
-        if outcome == "done":
-            self.counters.episodes_finished += 1
-        elif result.error:
+        if result.error:
             print(f"episode {running.job.job_id} ({running.job.task_id}): {result.error} -> {outcome}")
 
     def _on_learner(self) -> None:
@@ -242,7 +242,7 @@ class Orchestrator:
         timeout = max(0.0, min(60.0, deadline - time.monotonic()))
         done, _ = self.ray.wait(refs, num_returns=1, timeout=timeout)
         for ref in done:
-            if ref is self.learner_ref or (self.learner_ref is not None and ref == self.learner_ref):
+            if ref == self.learner_ref:
                 self._on_learner()
             else:
                 self._on_result(ref)
@@ -272,10 +272,9 @@ class Orchestrator:
         queue = list(jobs)
         while queue or pending:
             while queue and any(v > 0 for v in free.values()):
-                index = max(free, key=lambda i: (free[i], -i))
-                free[index] -= 1
                 job = queue.pop(0)
-                pending[self.workers[index].run.remote(job)] = (job, index)
+                index, ref = self._submit(job, free)
+                pending[ref] = (job, index)
             done, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.config.episode_timeout_s)
             if not done:
                 raise RuntimeError(f"episodes did not finish within {self.config.episode_timeout_s}s")

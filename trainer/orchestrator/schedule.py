@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainer.trajectory import Trajectory
@@ -384,6 +383,3 @@ def _decode(value) -> object:
     if value == "pending":
         return _PENDING
     return None if value is None else [trajectory_from_dict(t) for t in value]
-
-
-PickerFactory = Callable[[], TaskPicker]
