@@ -7,6 +7,8 @@ one laptop and a run spread over Ray actors construct exactly the same things.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from trainer.config import TrainConfig
 
 
@@ -53,11 +55,29 @@ def build_learner(config: TrainConfig, *, mesh=None):
     return learner, tokenizer
 
 
+def engine_model(config: TrainConfig) -> str:
+    """The model name or folder the rollout engine serves: the config's model, except for
+    `engine=vllm` under an algorithm with a shared value head (SAPO) when that model lacks
+    the value rows. vLLM cannot add vocabulary rows in place, so the engine then serves an
+    export of the grown policy (`trainer.engines.vllm.export_with_value_tokens`), made once
+    under `<output_dir>/engine-models/` and reused, and the learner's updates fit it."""
+    if config.engine != "vllm":
+        return config.model
+    from trainer.algorithms import get_algorithm
+    from trainer.engines.vllm import export_with_value_tokens, recorded_value_token_ids, sapo_export_folder
+    from trainer.models import resolve_model_path
+
+    if get_algorithm(config.algorithm).critic != "shared" or recorded_value_token_ids(resolve_model_path(config.model)):
+        return config.model
+    folder = sapo_export_folder(config.model, seed=config.seed, root=Path(config.output_dir) / "engine-models")
+    return str(export_with_value_tokens(config.model, folder, seed=config.seed))
+
+
 def build_engine(config: TrainConfig):
-    """The rollout engine named by `config.engine`, with the config's model."""
+    """The rollout engine named by `config.engine`, serving `engine_model(config)`."""
     from trainer.engines import make_engine
 
-    return make_engine(config.engine, config.model, seed=config.seed)
+    return make_engine(config.engine, engine_model(config), seed=config.seed)
 
 
 def sandbox_factory(backend: str):

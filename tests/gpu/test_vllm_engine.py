@@ -75,3 +75,39 @@ def test_fsdp2_nccl_and_bf16_on_one_gpu(tmp_path):
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+def test_vllm_on_a_sapo_export_never_samples_the_value_tokens(engine, tmp_path_factory):
+    """SAPO: the engine is built from the grown export (as `trainer.build.engine_model` does),
+    bans the recorded value tokens even when they would dominate, its logprobs are the
+    learner's with those ids at -inf, and the learner's full state loads in place. An engine
+    on the original vocabulary refuses that state before touching its workers."""
+    pytest.importorskip("vllm")
+    from trainer.engines.vllm import VLLMEngine, export_with_value_tokens, sapo_export_folder
+    from trainer.learner import token_logprobs
+    from trainer.models import load_policy, reserve_value_tokens
+
+    folder = export_with_value_tokens("tiny", sapo_export_folder("tiny", seed=0, root=tmp_path_factory.mktemp("m")))
+    banned = (2048, 2049)
+    sapo = VLLMEngine(str(folder), dtype="float32", gpu_memory_utilization=0.2, max_model_len=2048)
+    assert sapo.banned_token_ids == banned and sapo.vocabulary_rows == 2050
+
+    policy = load_policy("tiny", seed=1)
+    reserve_value_tokens(policy)
+    with torch.no_grad():  # w+ = -w- along a random direction: unbanned, one of them wins every step
+        direction = torch.nn.functional.normalize(torch.randn(policy.config.hidden_size), dim=0) * 1000
+        policy.get_output_embeddings().weight[2048] = direction
+        policy.get_output_embeddings().weight[2049] = -direction
+    sapo.load_weights(policy.state_dict(), version=1)
+    prompts = [[5, 6, 7, 8], [9, 10, 11]]
+    for generation in sapo.generate(prompts, max_new_tokens=64, temperature=1.0, seed=0):
+        assert generation.version == 1 and generation.token_ids
+        assert not set(generation.token_ids) & set(banned)
+    generation = sapo.generate([prompts[0]], max_new_tokens=16, temperature=1.0, seed=1)[0]
+    model = policy.cuda()
+    ids = torch.tensor([prompts[0] + generation.token_ids], device="cuda")
+    scored = token_logprobs(model, ids, torch.ones_like(ids), banned=banned)[0, len(prompts[0]) - 1 :].cpu()
+    assert torch.allclose(scored, torch.tensor(generation.logprobs), atol=1e-3)
+
+    with pytest.raises(ValueError, match="2050 vocabulary rows"):
+        engine.load_weights(policy.cpu().state_dict(), version=engine.version + 1)
