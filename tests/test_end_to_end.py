@@ -131,10 +131,16 @@ def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster
     config = load_config(
         None,
         [f"output_dir={tmp_path}", "run_name=warm", f"task_ids=[{first}]", "warm_start_steps=3", "steps=1",
-         "episodes_per_step=1", "max_turns=1", "max_new_tokens=8"],
+         "episodes_per_step=1", "max_turns=1", "max_new_tokens=8", "eval_episodes=2"],
     )  # fmt: skip
-    record = json.loads((train(config) / "metrics.jsonl").read_text())
+    run_dir = train(config)
+    record = json.loads((run_dir / "metrics.jsonl").read_text())
     out = capsys.readouterr().out
+    summary = json.loads((run_dir / "summary.json").read_text())  # the same seeds before and after RL
+    for when in ("before", "after"):
+        assert summary[f"eval_{when}"]["episodes"] == 2 and set(summary[f"eval_{when}"]["per_task"]) == {first}
+        assert f"evaluation {when} RL" in out
+    assert summary["eval_rise"] == summary["eval_after"]["success_rate"] - summary["eval_before"]["success_rate"]
     assert "warm start on 1 gold trajectories (1 resolved)" in out
     before, after = (float(x) for x in out.split("loss ")[1].split(" in ")[0].split(" -> "))
     assert after < before

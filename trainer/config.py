@@ -88,6 +88,14 @@ class TrainConfig(BaseModel):
     own tools) before RL; a randomly initialised model solves nothing without them."""
     warm_start_lr: float = Field(default=3e-3, gt=0)
     """Learning rate of the warm start (its own AdamW)."""
+    warm_start_style: Literal["auto", "edit", "patch"] = "patch"
+    """How gold trajectories make their change: `edit` as `str_replace_editor` calls (a
+    quarter of the tokens for a one-line fix), `patch` as `git apply` of the gold patch,
+    `auto` as edits where the patch allows it."""
+    eval_episodes: int = Field(default=0, ge=0)
+    """Episodes played (the tasks in turn, fixed seeds) with the weights RL starts from and
+    again with the final weights; their success rates go to `summary.json`. The same seeds
+    both times (common random numbers), so the difference is the policy's, not the dice's."""
     critic_pretrain_steps: int = Field(default=0, ge=0)
     """Critic-only updates on the first batch before RL starts (SAO's value pre-training)."""
     freeze_critic_attention: bool = False

@@ -63,7 +63,7 @@ def _demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory) -> 
     return [
         run_episode(
             ToolEnv(task, sandbox_factory=sandbox_factory),
-            ScriptedEngine(gold_actions(task), chat.encode, chat.end_id),
+            ScriptedEngine(gold_actions(task, style=config.warm_start_style), chat.encode, chat.end_id),
             chat,
             max_new_tokens=config.max_total_tokens,
             max_total_tokens=1 << 20,
@@ -71,6 +71,44 @@ def _demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory) -> 
         for task in tasks
         if task.gold_patch
     ]
+
+
+EVAL_SEED = 1_000_000  # evaluation episodes draw seeds no training episode uses
+
+
+def _evaluate(orchestrator: Orchestrator, tasks: list[Task], episodes: int) -> dict:
+    """Success of `episodes` episodes (the tasks in turn, fixed seeds) with the newest weights."""
+    jobs = [
+        EpisodeJob(
+            job_id=-EVAL_SEED - i, group=-EVAL_SEED - i, task_id=t.id, family=t.family, seed=EVAL_SEED + i, batch=-1
+        )
+        for i, t in enumerate(tasks[i % len(tasks)] for i in range(episodes))
+    ]
+    trajectories = orchestrator.play(jobs)
+    per_task: dict[str, list[bool]] = {}
+    for trajectory in trajectories:
+        per_task.setdefault(trajectory.task_id, []).append(bool(trajectory.info["resolved"]))
+    solved = sum(sum(v) for v in per_task.values())
+    return {
+        "episodes": len(trajectories),  # fewer than asked when infrastructure failed
+        "success_rate": round(solved / max(len(trajectories), 1), 4),
+        "per_task": {k: round(sum(v) / len(v), 4) for k, v in sorted(per_task.items())},
+    }
+
+
+def _describe(result: dict) -> str:
+    solved = round(result["success_rate"] * result["episodes"])
+    return f"{solved}/{result['episodes']} episodes resolved ({result['success_rate']:.2f})"
+
+
+def _read_summary(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _write_summary(path: Path, summary: dict) -> None:
+    if "eval_before" in summary and "eval_after" in summary:
+        summary["eval_rise"] = round(summary["eval_after"]["success_rate"] - summary["eval_before"]["success_rate"], 4)
+    path.write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
@@ -137,6 +175,7 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
             )
 
         metrics = MetricsWriter(run_dir)
+        summary = _read_summary(run_dir / "summary.json") if resumed else {}
         progress = tqdm(total=config.steps, initial=schedule.steps_done, desc="train-swe", unit="step")
         last = {
             "time": time.monotonic(),
@@ -197,17 +236,29 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
         )
         orchestrator.publish(learner.get("version"), wait=True)  # every worker is up
         if config.critic_pretrain_steps and not resumed and learner.get("has_critic"):
+            # One batch's worth of episodes, cycling over the tasks (a single task still gets
+            # `episodes_per_step` rollouts: the value of one outcome is no baseline).
+            picks = [tasks[i % len(tasks)] for i in range(config.episodes_per_step * config.group_size)]
             jobs = [
                 EpisodeJob(job_id=-1 - i, group=-1 - i, task_id=t.id, family=t.family, seed=-1 - i, batch=-1)
-                for i, t in enumerate(tasks[: config.episodes_per_step * config.group_size])
+                for i, t in enumerate(picks)
             ]
             losses = learner.get("pretrain_critic", orchestrator.play(jobs), config.critic_pretrain_steps)
             print(f"critic pre-training: value loss {losses[0]:.4f} -> {losses[-1]:.4f} in {len(losses)} steps")
+        if config.eval_episodes and not resumed:
+            summary["eval_before"] = _evaluate(orchestrator, tasks, config.eval_episodes)
+            print(f"evaluation before RL: {_describe(summary['eval_before'])}")
+            _write_summary(run_dir / "summary.json", summary)  # kept by a resumed run
         last["time"] = time.monotonic()
         if config.steps == 0:
             save(0)  # the warm-started weights, for other runs to start from
         orchestrator.run(config.steps)
         progress.close()
+        if config.eval_episodes:
+            orchestrator.publish(learner.get("version"), wait=True)  # the final weights everywhere
+            summary["eval_after"] = _evaluate(orchestrator, tasks, config.eval_episodes)
+            print(f"evaluation after RL:  {_describe(summary['eval_after'])}")
+            _write_summary(run_dir / "summary.json", summary)
     finally:
         if orchestrator is not None:
             orchestrator.shutdown()

@@ -21,12 +21,14 @@ def test_reset_shows_the_issue_and_the_tools():
         assert info["task_id"] == TASK.id and info["seed"] == 3
 
 
-def test_gold_actions_resolve_and_terminate():
+@pytest.mark.parametrize("style", ["patch", "edit"])
+def test_gold_actions_resolve_and_terminate(style):
     with ToolEnv(TASK) as env:
         env.reset()
-        first, second = gold_actions(TASK)
+        first, second = gold_actions(TASK, style=style)
         observation, reward, terminated, truncated, info = env.step(first)
-        assert "[exit code: 0]" in observation and reward == 0.0 and not (terminated or truncated)
+        done = "[exit code: 0]" if style == "patch" else "has been edited"
+        assert done in observation and reward == 0.0 and not (terminated or truncated)
         observation, reward, terminated, truncated, info = env.step(second)
         assert (reward, terminated, truncated) == (1.0, True, False)
         assert info["resolved"] and info["end"] == "finish" and info["patch"].startswith("diff --git")

@@ -117,7 +117,7 @@ def check_vocabulary_rows(shapes: Mapping[str, Sequence[int]], rows: int) -> Non
                 f"weight update: {name} has {shape[0]} vocabulary rows but the vLLM engine's model has "
                 f"{rows}; vLLM cannot add rows in place. A SAPO policy has 2 more rows (its value tokens, "
                 "trainer.models.reserve_value_tokens): build the engine from an export of the grown "
-                "policy (trainer.build.build_engine does it for algorithm=sapo; or "
+                "policy (trainer.build.engine_model does it for algorithm=sapo; or "
                 "trainer.engines.vllm.export_with_value_tokens)"
             )
 

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.build import engine_model
 from trainer.config import TrainConfig
 from trainer.orchestrator.learner_group import LearnerGroup
 from trainer.orchestrator.schedule import Batch, EpisodeJob, EpisodeResult, Schedule
@@ -92,6 +93,7 @@ class Orchestrator:
         self.save = save
         self.sandbox_factory = sandbox_factory
         self.tasks_ref = ray.put(tasks)  # one copy in the object store for every worker (and restart)
+        self.engine_model = engine_model(config)  # SAPO on vLLM: an export with the value rows
         self.with_critic = config.rollout == "tree" and config.tree_scorer == "value"
         self.workers: list = [None] * config.rollout_workers
         self.running: dict = {}  # episode ref -> _Running
@@ -111,7 +113,7 @@ class Orchestrator:
         actor = self.ray.remote(num_cpus=0, num_gpus=config.worker_gpus, max_concurrency=slots + 2)(RolloutWorker)
         self.workers[index] = actor.remote(
             index=index,
-            model=config.model,
+            model=self.engine_model,
             engine=config.engine,
             seed=config.seed,
             tasks=self.tasks_ref,
