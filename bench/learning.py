@@ -14,7 +14,10 @@ with the config's settings otherwise (the `make train-swe` recipe):
 Every method plays the same number of episodes (`steps x episodes_per_step`). Figures per
 method: `<method>_first_success` and `<method>_final_success` (mean training success rate
 over the first and the last third of the steps, averaged over seeds), `<method>_final_std`
-(spread of the final figure across seeds) and `<method>_rise` (final - first). The table is
+(spread of the final figure across seeds) and `<method>_rise` (final - first). When the
+config sets `eval_episodes` (the default one does), each run also evaluates the policy on
+fixed seeds before and after RL: `<method>_eval_before`, `<method>_eval_after` and
+`<method>_eval_rise`, averaged over seeds, with `<method>_eval_rise_std`. The table is
 what it is: with a tiny model, a few tasks and a few minutes of CPU, seeds disagree.
 """
 
@@ -41,6 +44,33 @@ def _thirds(records: list[dict]) -> tuple[float, float]:
     return statistics.fmean(rates[:third]), statistics.fmean(rates[-third:])
 
 
+def method_figures(
+    outcomes: dict[str, list[tuple[float, float]]], evaluations: dict[str, list[tuple[float, float]]]
+) -> dict[str, float]:
+    """Per method, over seeds: training success in the first and last third of RL
+    (`outcomes`: one (first, last) pair per seed) and, where runs evaluated, success on the
+    fixed evaluation seeds before and after RL (`evaluations`: one (before, after) pair per
+    seed). Methods without evaluations get no `eval_*` figures."""
+    figures: dict[str, float] = {}
+    for method, pairs in outcomes.items():
+        if not pairs:
+            continue
+        first = statistics.fmean(p[0] for p in pairs)
+        final = statistics.fmean(p[1] for p in pairs)
+        figures[f"{method}_first_success"] = round(first, 4)
+        figures[f"{method}_final_success"] = round(final, 4)
+        figures[f"{method}_final_std"] = round(statistics.pstdev([p[1] for p in pairs]), 4)
+        figures[f"{method}_rise"] = round(final - first, 4)
+        if evaluated := evaluations.get(method):
+            before = statistics.fmean(p[0] for p in evaluated)
+            after = statistics.fmean(p[1] for p in evaluated)
+            figures[f"{method}_eval_before"] = round(before, 4)
+            figures[f"{method}_eval_after"] = round(after, 4)
+            figures[f"{method}_eval_rise"] = round(after - before, 4)
+            figures[f"{method}_eval_rise_std"] = round(statistics.pstdev([p[1] - p[0] for p in evaluated]), 4)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.learning")
     parser.add_argument("--json", type=Path, default=RESULTS / "learning.json")
@@ -59,12 +89,13 @@ def main() -> None:
         raise SystemExit(f"{args.config}: bench.learning compares methods after a warm start; set warm_start_steps")
     figures: dict[str, float] = {"seeds": args.seeds, "steps": base.steps, "episodes_per_step": base.episodes_per_step}
     outcomes: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
+    evaluations: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
     started = start_ray(workers=base.rollout_workers + 1)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
             for seed in range(args.seeds):
                 warm = train(load_config(args.config, [*args.overrides, f"output_dir={tmp}", f"run_name=warm{seed}",
-                                                       f"seed={seed}", "steps=0"]))  # fmt: skip
+                                                       f"seed={seed}", "steps=0", "eval_episodes=0"]))  # fmt: skip
                 policy = warm / "checkpoints" / "step_000000" / "policy"
                 for method, settings in METHODS.items():
                     per_step = base.episodes_per_step // (2 if method == "grpo" else 1)
@@ -85,18 +116,17 @@ def main() -> None:
                     )
                     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
                     outcomes[method].append(_thirds(records))
+                    summary = run / "summary.json"
+                    if summary.exists() and "eval_after" in (evaluated := json.loads(summary.read_text())):
+                        evaluations[method].append(
+                            (evaluated["eval_before"]["success_rate"], evaluated["eval_after"]["success_rate"])
+                        )
                     print(f"seed {seed} {method}: success first third {outcomes[method][-1][0]:.3f} "
                           f"-> last third {outcomes[method][-1][1]:.3f}")  # fmt: skip
     finally:
         if started:
             ray.shutdown()
-    for method, pairs in outcomes.items():
-        first = statistics.fmean(p[0] for p in pairs)
-        final = statistics.fmean(p[1] for p in pairs)
-        figures[f"{method}_first_success"] = round(first, 4)
-        figures[f"{method}_final_success"] = round(final, 4)
-        figures[f"{method}_final_std"] = round(statistics.pstdev([p[1] for p in pairs]), 4)
-        figures[f"{method}_rise"] = round(final - first, 4)
+    figures.update(method_figures(outcomes, evaluations))
     report("learning", figures, args.json)
 
 
