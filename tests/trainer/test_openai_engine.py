@@ -35,32 +35,34 @@ class FakeServer:
                     owner.peak = max(owner.peak, owner.active)
                 try:
                     time.sleep(owner.delay_s)
-                    if failing:
-                        self.send_response(503)
-                        self.end_headers()
-                        self.wfile.write(b"overloaded")
-                        return
-                    # Echo: the completion is the prompt's last tokens plus one, reversed.
-                    ids = [t + 1 for t in payload["prompt"][-payload["max_tokens"] :]][::-1]
-                    body = {
-                        "choices": [
-                            {
-                                "finish_reason": "length",
-                                "logprobs": {
-                                    "tokens": [f"token_id:{i}" for i in ids],
-                                    "token_logprobs": [-0.5] * len(ids),
-                                },
-                            }
-                        ]
-                    }
-                    data = json.dumps(body).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
                 finally:
+                    # Done before the answer is sent: a client that has its answer may send
+                    # the next request before this thread would otherwise get to run again.
                     with owner.lock:
                         owner.active -= 1
+                if failing:
+                    self.send_response(503)
+                    self.end_headers()
+                    self.wfile.write(b"overloaded")
+                    return
+                # Echo: the completion is the prompt's last tokens plus one, reversed.
+                ids = [t + 1 for t in payload["prompt"][-payload["max_tokens"] :]][::-1]
+                body = {
+                    "choices": [
+                        {
+                            "finish_reason": "length",
+                            "logprobs": {
+                                "tokens": [f"token_id:{i}" for i in ids],
+                                "token_logprobs": [-0.5] * len(ids),
+                            },
+                        }
+                    ]
+                }
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
