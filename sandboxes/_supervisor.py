@@ -19,7 +19,9 @@ untrusted code:
   can outrun; the shell dies with it and a new generation is started from the last
   recorded cwd and environment.
 - nothing outlives its command: after the record arrives, any process other than the
-  shell (a `cmd &`, a daemon that double-forked) gets the same sweep.
+  shell (a `cmd &`, a daemon that double-forked) gets the same sweep. The supervisor
+  first stops everything (`kill(-1, SIGSTOP)`) and only then looks: left running, a
+  backgrounded bomb churns faster than /proc can be read, and one look could miss it.
 - process count: the backend caps it (RLIMIT_NPROC under an unprivileged uid, or a pids
   cgroup); a watchdog here sees the cap being reached and sweeps, naming the cause "pids".
 - output: the first `output_bytes` are kept; the rest is drained and dropped.
@@ -198,6 +200,23 @@ class Supervisor:
                 found.append(int(name))
         return found
 
+    def freeze(self):
+        """Stop every process in the sandbox but this one, so that one look at /proc is conclusive.
+
+        What a command leaves behind may churn: a backgrounded fork bomb's processes each fork
+        and exit, so a look at /proc can list only pids that are gone by the time they are read
+        and miss their children, born after the listing passed. `kill(-1)` reaches a fork in
+        flight too (the fork restarts, or its child is born with the signal pending), so once it
+        returns no new process can start running: the population only shrinks."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing to stop
+            os.kill(-1, signal.SIGSTOP)
+
+    def thaw(self):
+        """Let the shell, the only process a clean look leaves, go on after `freeze`."""
+        if self.shell is not None and self.shell.status is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.shell.pid, signal.SIGCONT)
+
     def sweep(self):
         """Kill every process in the sandbox but this one (the shell included)."""
         stop = time.monotonic() + KILL_SWEEP_S
@@ -269,6 +288,7 @@ class Supervisor:
         if timed_out or cause == "pids":
             self.sweep()
         else:
+            self.freeze()
             left = self.others()
             if left:  # something the command started is still running: it goes too
                 if len(left) + 3 >= self.limits["pids"]:
@@ -276,6 +296,8 @@ class Supervisor:
                 else:
                     cause = "background"
                 self.sweep()
+            else:
+                self.thaw()
         self.reap()
         _drain(shell.out, output)  # what the killed processes wrote before they died
         if record is not None:

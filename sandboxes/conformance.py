@@ -235,15 +235,30 @@ def check_backend_failure_is_a_sandbox_error(h: Harness) -> None:
 def attack_fork_bomb(h: Harness) -> None:
     """The classic bomb backgrounds itself: the command returns, the bomb is swept away.
 
-    Under load the bomb can also collapse by itself before the sandbox looks (bash gives up
-    a refused fork when a child's exit interrupts its retry), so the command may end with no
-    cause; either way nothing of the bomb may be left running for the next command."""
+    The bomb can also collapse by itself before the sandbox looks (bash gives up a refused
+    fork when a child's exit interrupts its retry), so the command may end with no cause;
+    either way nothing of the bomb may be left running for the next command."""
     with h.sandbox(pids=64) as sb, _host_untouched(h, sb):
+        idle = sb.exec(COUNT_PROCESSES, timeout=10).output
         result, _ = _timed(sb, ":(){ :|:& };:", timeout=10)
         assert result.cause in ("background", "pids", None), result
-        left = sb.exec("ls -d /proc/[0-9]* | wc -l", timeout=10)
-        # pid 1, the supervisor, the shell and this pipeline: a live bomb would be dozens.
-        assert left.ok and int(left.output.split()[-1]) <= 10, (result, left)
+        left = sb.exec(COUNT_PROCESSES, timeout=10)
+        assert left.ok and left.cause is None and left.output == idle, (result, left, idle)
+
+
+def attack_relay_left_running(h: Harness) -> None:
+    """A relay: each process starts the next and exits at once, so the live pids churn.
+
+    One look at /proc can list only pids gone by the time they are read and miss their
+    children; this is how a backgrounded bomb once slipped past (CI, stop 13). The sandbox
+    must still see the relay, name it, and sweep it, every time."""
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        idle = sb.exec(COUNT_PROCESSES, timeout=10).output
+        for attempt in range(20):
+            result, elapsed = _timed(sb, "relay() { relay & }; relay", timeout=10)
+            assert result.cause == "background" and elapsed < 2, (attempt, result)
+            left = sb.exec(COUNT_PROCESSES, timeout=10)
+            assert left.ok and left.cause is None and left.output == idle, (attempt, left, idle)
 
 
 def attack_fork_bomb_held(h: Harness) -> None:
