@@ -111,6 +111,8 @@ def gpu_main(args) -> None:
         },
         args.json,
     )
+    if mesh is not None:  # under torchrun: every rank leaves the process group together
+        distributed.exit_rank()
 
 
 def main() -> None:

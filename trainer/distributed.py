@@ -9,6 +9,8 @@ degrades to the single-process answer, so the same learner code serves both.
 from __future__ import annotations
 
 import os
+import sys
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -41,6 +43,28 @@ def world_size() -> int:
 def barrier() -> None:
     if dist.is_initialized():
         dist.barrier()
+
+
+def exit_rank(code: int = 0) -> NoReturn:
+    """End a rank that `torchrun` launched: wait for every rank, leave the process group, and
+    exit without finalizing the interpreter.
+
+    A plain return is not safe on CPU. Gloo's worker threads free finished collectives on
+    their own schedule, and freeing one whose tensors Python has let go of (FSDP2's
+    all-gathers) takes the GIL. If that lands while the interpreter finalizes, Python kills
+    the thread inside a C++ destructor and the rank aborts with "terminate called without an
+    active exception" (seen under gdb in `~AsyncAllgatherCoalescedWork`, in about 1 run of
+    the two-rank test in 6; pytorch/pytorch#179291 describes the same crash).
+    `destroy_process_group` does not end those threads while a DeviceMesh or FSDP2's state
+    still holds the group, so the rank leaves with `os._exit` once its output is flushed.
+    Whatever must outlive the rank (checkpoints, results) has to be written before this.
+    """
+    barrier()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def all_reduce(value: float, op: str = "sum") -> float:

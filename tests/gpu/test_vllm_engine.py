@@ -65,7 +65,8 @@ def test_fsdp2_nccl_and_bf16_on_one_gpu(tmp_path):
         "from trainer.models import ValueModel, load_policy; from tests.trainer.fsdp_worker import fixed_batch; "
         "mesh = distributed.init_from_env(); p = load_policy('tiny', seed=0); "
         "l = Learner(p, ValueModel.from_policy(p), pad_id=0, mesh=mesh, bf16=True, lr=1e-3); "
-        "m = l.step(fixed_batch()); assert m['version'] == 1 and m['policy_tokens'] > 0, m; print('ok', m)"
+        "m = l.step(fixed_batch()); assert m['version'] == 1 and m['policy_tokens'] > 0, m; print('ok', m); "
+        "distributed.exit_rank()"
     )
     script = tmp_path / "one_gpu_step.py"
     script.write_text(code.replace("; ", "\n"))

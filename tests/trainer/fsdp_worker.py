@@ -53,8 +53,8 @@ def main(out: Path) -> None:
     state = learner.full_policy_state()
     if distributed.rank() == 0:
         torch.save({"policy": state, "metrics": metrics}, out / "after_step.pt")
-    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    distributed.exit_rank()

@@ -355,4 +355,4 @@ if __name__ == "__main__":  # run by torchrun from the test above
     state = learner.full_policy_state()
     if distributed.rank() == 0:
         torch.save({"policy": state, "metrics": metrics}, Path(sys.argv[1]) / "after_step.pt")
-    torch.distributed.destroy_process_group()
+    distributed.exit_rank()
