@@ -235,8 +235,7 @@ def check_backend_failure_is_a_sandbox_error(h: Harness) -> None:
 def attack_fork_bomb(h: Harness) -> None:
     """The classic bomb backgrounds itself: the command returns, the bomb is swept away.
 
-    The bomb can also collapse by itself before the sandbox looks (bash gives up a refused
-    fork when a child's exit interrupts its retry), so the command may end with no cause;
+    If the bomb dies out by itself before the sandbox looks, the command ends with no cause;
     either way nothing of the bomb may be left running for the next command."""
     with h.sandbox(pids=64) as sb, _host_untouched(h, sb):
         idle = sb.exec(COUNT_PROCESSES, timeout=10).output
