@@ -19,8 +19,9 @@ ARGS ?=
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
-	@command -v bwrap >/dev/null || { echo "installing bubblewrap (sandboxes' local backend)"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+	@{ command -v bwrap >/dev/null && /usr/bin/python3 -c 'import pytest' 2>/dev/null; } || { \
+	  echo "installing bubblewrap and python3-pytest (the local sandbox backend and its test runner)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap python3-pytest >/dev/null; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0

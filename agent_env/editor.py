@@ -76,9 +76,12 @@ class ToolRunner:
             raise ToolCallError(f"Cannot read {path}: {exc}") from None
 
     def _write(self, path: str, text: str, *, remember: str | None) -> None:
+        try:
+            self.sandbox.write_file(path, text.encode())
+        except OSError as exc:  # the agent's own doing: a full disk, a directory in the way
+            raise ToolCallError(f"cannot write {path}: {exc.strerror or exc}") from None
         if remember is not None:
             self._history.setdefault(path, []).append(remember)
-        self.sandbox.write_file(path, text.encode())
 
     def _edit(self, args: dict) -> str:
         command, path = args.get("command"), args.get("path")

@@ -11,16 +11,18 @@ The rollout layer ends episodes on token limits with `truncate()`.
 from __future__ import annotations
 
 import copy
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent_env.editor import ToolRunner
-from agent_env.grading import GradeResult, grade_patch, sandbox_spec_for
+from agent_env.grading import GradeResult, GradingError, grade_patch, sandbox_spec_for
 from agent_env.tools import ToolCallError, parse_tool_calls, tool_schemas
-from sandboxes import Sandbox, SandboxSpec, make_sandbox
+from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task
+from tasks.spec import IGNORED_IN_WORKSPACE
 
 SYSTEM_PROMPT = (
     "You are a careful software engineer. A repository is checked out at /workspace. "
@@ -28,7 +30,22 @@ SYSTEM_PROMPT = (
     "resolves it, check your change, then call `finish`. Use exactly one tool call per reply."
 )
 USER_TEMPLATE = "<issue>\n{problem}\n</issue>\n\nThe repository is at /workspace. Resolve the issue, then call finish."
-DIFF_COMMAND = "cd {workdir} && git add -A >/dev/null 2>&1 && git diff --cached --no-color --binary {base}; git reset -q >/dev/null 2>&1"
+# The agent's diff, taken so that nothing the agent set up can shape it: a fresh shell (not
+# the agent's: its functions, aliases and PATH do not apply), a throwaway git directory of
+# our own (the agent's .git/config, hooks, info/ and index are never read; its objects are,
+# through the alternates, and they are content-addressed), no system or global config, and
+# no external diff or textconv.
+DIFF_COMMAND = (
+    "set -e; cd {workdir}; g=$(mktemp -d); trap 'rm -rf \"$g\"' EXIT; "
+    "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=$g XDG_CONFIG_HOME=$g GIT_ATTR_NOSYSTEM=1 "
+    "GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0; "
+    "git init -q --bare \"$g/git\"; printf '%s' {ignored} > \"$g/git/info/exclude\"; "
+    "export GIT_DIR=$g/git GIT_WORK_TREE=$PWD GIT_INDEX_FILE=$g/index GIT_ALTERNATE_OBJECT_DIRECTORIES=$PWD/.git/objects; "
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false read-tree {base}; "
+    "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false add -A; "
+    "git -c core.hooksPath=/dev/null -c core.quotePath=true diff --cached --no-color --no-ext-diff --no-textconv "
+    "--binary --no-renames --src-prefix=a/ --dst-prefix=b/ {base}"
+)
 
 
 @dataclass
@@ -74,7 +91,10 @@ class ToolEnv:
         self._runner = ToolRunner(
             self.sandbox, command_timeout=self.task.limits.command_timeout_s, max_output_chars=self.max_output_chars
         )
-        self._base = self.sandbox.exec("git rev-parse HEAD").output.strip()
+        head = self.sandbox.exec("git rev-parse --verify HEAD", fresh=True)
+        self._base = head.output.strip()
+        if head.exit_code != 0 or not self._base:
+            raise SandboxError(f"task {self.task.id}: the workspace has no base commit: {head.output.strip()[:200]}")
         self.stats = EpisodeStats()
         self.done = False
         observation = USER_TEMPLATE.format(problem=self.task.problem_statement)
@@ -114,6 +134,8 @@ class ToolEnv:
                 except ToolCallError as exc:
                     self.stats.tool_errors += 1
                     parts.append(f"ERROR: {exc}")
+                except SandboxError as exc:
+                    return self._sandbox_died(info, exc)
             observation = "\n\n".join(parts)
         self.transcript.append({"role": "tool", "content": observation})
         if finished:
@@ -159,14 +181,26 @@ class ToolEnv:
 
     # -- the submission -----------------------------------------------------------------
     def current_patch(self) -> str:
-        """The agent's changes so far as a unified diff against the base commit."""
+        """The agent's changes so far as a unified diff against the base commit (taken so that
+        nothing the agent set up in its sandbox can shape it: see `DIFF_COMMAND`). A diff
+        that cannot be taken (the agent broke its repository) is empty: the agent's loss."""
         assert self.sandbox is not None
-        return self.sandbox.exec(
-            DIFF_COMMAND.format(workdir=self.sandbox.spec.workdir, base=self._base), timeout=60
-        ).output
+        result = self.sandbox.exec(
+            DIFF_COMMAND.format(
+                workdir=shlex.quote(self.sandbox.spec.workdir),
+                base=shlex.quote(self._base),
+                ignored=shlex.quote(IGNORED_IN_WORKSPACE),
+            ),
+            timeout=60,
+            fresh=True,
+        )
+        return result.output if result.exit_code == 0 and not result.truncated else ""
 
     def _finish(self) -> tuple[float, dict[str, Any]]:
-        patch = self.current_patch()
+        try:
+            patch = self.current_patch()
+        except SandboxError as exc:
+            return self._blame_broken_sandbox(exc)
         self.done = True
         grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory)
         info = {
@@ -175,5 +209,41 @@ class ToolEnv:
             "grade": grade,
             "format_errors": self.stats.format_errors,
             "turns": self.stats.turns,
+            "reward_hack_blocked": list(grade.blocked),
         }
         return (1.0 if grade.resolved else 0.0), info
+
+    # -- a sandbox that died under the agent ----------------------------------------------
+    def _sandbox_died(self, info: dict[str, Any], exc: SandboxError) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        reward, end_info = self._blame_broken_sandbox(exc)
+        observation = f"ERROR: the sandbox died: {exc}"
+        self.transcript.append({"role": "tool", "content": observation})
+        return observation, reward, True, False, {**info, **end_info}
+
+    def _blame_broken_sandbox(self, exc: SandboxError) -> tuple[float, dict[str, Any]]:
+        """The agent's sandbox died after the agent acted. If a fresh sandbox of the same task
+        starts and answers (the control), the agent broke it: reward 0, `agent_broke_sandbox`.
+        If not, the backend itself is failing: a `SandboxError` for the caller to retry."""
+        self.done = True
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+            self._runner = None
+        try:
+            with self.sandbox_factory(sandbox_spec_for(self.task)) as control:
+                answered = control.exec("true", timeout=30, fresh=True).exit_code == 0
+        except (SandboxError, GradingError) as control_exc:
+            raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox fails too: {control_exc}") from exc
+        if not answered:
+            raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox does not answer either") from exc
+        info = {
+            "patch": "",
+            "resolved": False,
+            "grade": None,
+            "format_errors": self.stats.format_errors,
+            "turns": self.stats.turns,
+            "end": "agent_broke_sandbox",
+            "reward_hack_blocked": ["agent_broke_sandbox"],
+            "sandbox_error": str(exc),
+        }
+        return 0.0, info

@@ -11,11 +11,14 @@ cannot buy reward by editing the tests or the machinery that runs them. A path i
    and `setup.cfg` / `pyproject.toml` when the change touches a test-runner section
    (`[tool:pytest]`, `[pytest]`, `[coverage:*]`, `[tool.pytest.*]`, `[tool.coverage.*]`,
    ...); other changes to those two files count;
-3. it runs at interpreter start-up: any `*.pth`, `sitecustomize.py`, `usercustomize.py`;
+3. it runs at interpreter start-up or loads into the runner: any `*.pth`,
+   `sitecustomize.py`, `usercustomize.py`, and package metadata (`*.dist-info/`,
+   `*.egg-info/`, `*.egg-link`), whose entry points pytest loads as plugins;
 4. it is new and shadows a module the tests import by name: a top-level module or package
    (at the repository root or directly under `src/`) named like a standard-library module
    or a test runner (`unittest`, `pytest`, `_pytest`, `pluggy`, `nose`, ...);
-5. it is anything under `.git/`, or a path that leaves the repository (absolute, `..`);
+5. it is compiled bytecode (`__pycache__/`, `*.pyc`: an unchecked-hash .pyc runs without its
+   source), anything under `.git/`, or a path that leaves the repository (absolute, `..`);
 6. the task's test patch touches it (always, whatever else says);
 7. it matches one of the task's `grading.protect` globs; and rules 1-3 do not apply to
    paths matching the task's `grading.unprotect` globs (for repositories whose source has a
@@ -40,6 +43,7 @@ TEST_FILE = re.compile(r"^(test_.*\.py|.*_test\.py|tests\.py|conftest\.py)$")
 RUNNER_CONFIG = frozenset({"pytest.ini", "tox.ini", ".coveragerc", "noxfile.py"})
 STARTUP_FILES = frozenset({"sitecustomize.py", "usercustomize.py"})
 MIXED_CONFIG = frozenset({"setup.cfg", "pyproject.toml"})
+METADATA_SUFFIXES = (".dist-info", ".egg-info")
 RUNNER_MODULES = frozenset(
     {"unittest", "pytest", "_pytest", "pluggy", "py", "nose", "nose2", "doctest", "coverage", "xdist", "conftest"}
 )
@@ -155,16 +159,19 @@ def protected_reason(path: str, rule: ProtectionRule, *, is_new: bool = False) -
         return "task"
     parts = path.split("/")
     name = parts[-1]
+    if any(part.endswith(METADATA_SUFFIXES) for part in parts[:-1]) or name.endswith(".egg-link"):
+        return "startup"  # package metadata: entry points load plugins into the runner
+    if "__pycache__" in parts or name.endswith((".pyc", ".pyo")):
+        return "bytecode"  # Python may run a cached file without reading its source
+    if not any(fnmatch.fnmatchcase(path, glob) for glob in rule.unprotect):
+        if TEST_DIRS.intersection(parts[:-1]) or TEST_FILE.match(name):
+            return "test"
+        if name in RUNNER_CONFIG:
+            return "runner_config"
+        if name in STARTUP_FILES or name.endswith(".pth"):
+            return "startup"
     if is_new and _shadows(parts, rule.existing_top):
         return "shadowing"
-    if any(fnmatch.fnmatchcase(path, glob) for glob in rule.unprotect):
-        return None
-    if TEST_DIRS.intersection(parts[:-1]) or TEST_FILE.match(name):
-        return "test"
-    if name in RUNNER_CONFIG:
-        return "runner_config"
-    if name in STARTUP_FILES or name.endswith(".pth"):
-        return "startup"
     return None
 
 
@@ -264,6 +271,7 @@ BLOCK_OF_REASON = {
     "test": "protected_files",
     "runner_config": "protected_files",
     "startup": "protected_files",
+    "bytecode": "protected_files",
     "task": "protected_files",
     "outside": "protected_files",
     "shadowing": "shadowing_module",

@@ -57,6 +57,11 @@ __all__ = ["evaluate", "main", "markdown_report", "status_of", "summarize"]
 GRADERS = ("auto", "project", "official")
 # Failures of the machinery around the model: recorded as errors, never as unresolved.
 INFRA_ERRORS = (SandboxError, GradingError, EngineError, TaskError)
+# Rules of the grading contract that mean the test run's account cannot be trusted: an
+# evaluation fails them as training does (XFAIL / SKIPPED follow SWE-bench's own rule here).
+INTEGRITY_RULES = frozenset(
+    {"patch_rejected", "incomplete_report", "exit_status_mismatch", "runner_tampered", "grading_crashed_by_patch"}
+)
 PENDING = "pending_official"
 LOG_TAIL_CHARS = 4000
 
@@ -111,19 +116,26 @@ def _base_record(task: Task) -> dict:
 def _grade_fields(task: Task, attempt: Attempt) -> dict:
     """The project grader's result under SWE-bench's rule (`evals.grading.verdict`)."""
     grade = attempt.grade
-    assert grade is not None
+    if grade is None:  # the episode ended without a grade: the agent broke its sandbox
+        return {"resolved": False, "note": f"ended: {attempt.end}", "failed_tests": [], "grader": "project"}
     if not grade.patch_applied:
         return {"resolved": False, "note": "the patch does not apply", "failed_tests": [], "grader": "project"}
     result = verdict(grade.statuses, task.grading.fail_to_pass, task.grading.pass_to_pass)
+    # SWE-bench's rule decides XFAIL and SKIPPED; a forged or incomplete test run fails here too.
+    forged = [rule for rule in grade.blocked if rule in INTEGRITY_RULES]
     fields = {
-        "resolved": result.resolved,
+        "resolved": result.resolved and not forged,
         "grader": "project",
         "failed_tests": list(result.failed),
         "missing_tests": list(result.missing),
     }
     if result.ignored:
         fields["ignored_tests"] = list(result.ignored)
-    if grade.resolved != result.resolved:  # agent_env's stricter rule (see evals.grading)
+    if grade.blocked:
+        fields["reward_hack_blocked"] = list(grade.blocked)
+    if forged:
+        fields["note"] = "; ".join(grade.problems) or ", ".join(forged)
+    if grade.resolved != fields["resolved"]:  # agent_env's stricter rule (see evals.grading)
         fields["agent_env_resolved"] = grade.resolved
     if not result.resolved and (line := network_error(grade.log)):
         fields["network_error"] = line  # a test reached for the network: see evals.validate

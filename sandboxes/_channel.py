@@ -132,9 +132,13 @@ class SupervisedSandbox(ABC):
             raise
         return check(response, self._name)
 
-    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+    def exec(self, command: str, timeout: float | None = None, *, fresh: bool = False) -> ExecResult:
+        """See `Sandbox.exec`; `fresh` runs the command in a new bash, not the persistent one."""
         timeout = self.spec.limits.timeout_s if timeout is None else timeout
-        response = self._call({"op": "exec", "command": command, "timeout": timeout}, timeout + PROTOCOL_SLACK_S)
+        request = {"op": "exec", "command": command, "timeout": timeout}
+        if fresh:
+            request["fresh"] = True
+        response = self._call(request, timeout + PROTOCOL_SLACK_S)
         return ExecResult(
             exit_code=response["exit_code"],
             output=base64.b64decode(response["output"]).decode("utf-8", errors="replace"),

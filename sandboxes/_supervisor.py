@@ -6,11 +6,41 @@ stdin and reads one JSON response per line on stdout.
 Commands run in one persistent bash (a "shell generation") that the supervisor started:
 spawning `bash -c` per command costs a fork+exec and a bash start-up (~4 ms); evaluating
 the command in a running shell costs a pipe round trip (~0.2 ms). The shell runs a small
-loop (`SHELL_LOOP`): it reads a sequence number from a control pipe, sources the command
-file, and writes a record (sequence number, exit status, cwd, `export -p`) to a second
-control pipe. So `cd`, `export`, functions and aliases carry over as in one shell. (The
-command is `eval`ed from a file, not sourced, so that errors read "bash: ..." as with
-`bash -c`; the shell reads a regular file in blocks, a pipe byte by byte.)
+loop (`SHELL_LOOP`): it reads a sequence number from a control pipe, reads the command
+from a memfd the supervisor filled, and writes a record (sequence number, exit status,
+cwd, `export -p`) to a second control pipe. So `cd`, `export`, functions and aliases carry
+over as in one shell. (The command is `eval`ed, not sourced, so that errors read
+"bash: ..." as with `bash -c`; the shell reads a regular file in blocks, a pipe byte by byte.)
+
+A fresh exec (`{"op": "exec", "fresh": true}`) instead starts a new
+`bash --noprofile --norc -c COMMAND` with the sandbox's original environment, in the
+workdir, without the persistent shell's control fds; its exit code is the kernel's
+(waitpid), never a record a command could write. Grading and diff extraction use it, so
+nothing the agent left in its shell (functions, aliases, PATH, `trap`) applies to them.
+
+Commands can neither signal, trace nor write to the supervisor (the policy we train is an
+adversary of the sandbox):
+- it is pid 1 of its pid namespace (bubblewrap `--as-pid-1`; docker's main process): the
+  kernel drops SIGKILL/SIGSTOP sent to it from inside the namespace, and every other signal
+  it has no handler for (Python's SIGINT handler is reset to SIG_DFL). `kill(-1, SIG)`
+  sweeps skip it.
+- it is not dumpable (PR_SET_DUMPABLE 0): /proc/1/fd, /proc/1/mem and ptrace need
+  CAP_SYS_PTRACE, which no command has.
+- where it can (local "overlay" layout, docker), it runs as root with a minimal capability
+  set (CAP_KILL, CAP_SETUID, CAP_SETGID, CAP_SETPCAP) and commands run under the command
+  uid (`config["user"]`) with no capability at all: the shell child does setgroups /
+  setresgid / setresuid; for a root command user (SWE-bench images) it also drops every
+  capability from the bounding set and clears its sets, so exec gives commands none, and
+  the supervisor keeps a saved uid of its own, so that `prlimit` on pid 1 is refused too.
+- file operations for the host (read_file/write_file) run in a short forked child that
+  became the command user, holds none of the supervisor's fds but its result pipe, and
+  opens only regular files (O_NONBLOCK, then fstat): a symlink planted by the agent leads
+  only where the agent could write itself, never into the host channel (/proc/self/fd/1).
+- the supervisor's own state (the command text, the exports to restore) lives in memfds,
+  not in a directory: a full or replaced /tmp cannot stop it.
+On the local "copy" layout (no root on the host) commands and supervisor share the one
+uid of a user namespace: pid 1 and non-dumpable still hold, but prlimit on pid 1 does not
+(the layout has no second uid to give commands).
 
 The supervisor, not the shell, enforces the limits, because the shell itself runs
 untrusted code:
@@ -25,13 +55,15 @@ untrusted code:
 - process count: the backend caps it (RLIMIT_NPROC under an unprivileged uid, or a pids
   cgroup); a watchdog here sees the cap being reached and sweeps, naming the cause "pids".
 - output: the first `output_bytes` are kept; the rest is drained and dropped.
-- storage: after each command a full /tmp or workdir is reported as an infrastructure
-  error ("enospc"), never as a command result.
+- storage: the backend caps the workspace (`disk_bytes`) and /tmp; a command after which
+  the workdir or /tmp is full (statvfs, or where the backend asks for it, `probe_disk`, a
+  probe write after a failed command) gets `cause="disk"`: the agent filled its own
+  storage, a command result like any other, and a later `rm` frees it.
 A command that kills, replaces (`exec`) or exits the shell just ends that generation.
 
 Runs under the sandbox's own python3 (the host's for the local backend, the image's for
 docker), so it must stay compatible with Python 3.8+ and import nothing outside the stdlib.
-It must be pid 1 or 2 of its own pid namespace: `kill(-1)` anywhere else would hit the host.
+It must be pid 1 of its own pid namespace: `kill(-1)` anywhere else would hit the host.
 """
 
 import base64
@@ -42,26 +74,25 @@ import os
 import resource
 import select
 import signal
+import stat
+import subprocess
 import sys
 import time
 
-STATE_DIR = "/tmp/.sandbox"
-COMMAND_FILE = STATE_DIR + "/command"
-RESTORE_FILE = STATE_DIR + "/restore"
-# The shell's view of its pipes: commands inherit them, so they sit far from 0-9 where
+# The shell's view of its fds: commands inherit them, so they sit far from 0-9 where
 # scripts put their own redirections.
-OUT_FD, CTL_IN_FD, CTL_OUT_FD = 61, 62, 63
+RESTORE_FD, COMMAND_FD, OUT_FD, CTL_IN_FD, CTL_OUT_FD = 59, 60, 61, 62, 63
 # Builtins only: a subshell or external program here would cost a fork per command.
 SHELL_LOOP = r"""
 __sb_report() {
   { printf '%s\0%s\0%s\0%s\0' "$__sb_n" "$1" "$2" "$PWD"; export -p; printf '\0'; } >&63
 }
-if [ -n "$1" ]; then . "$1" >/dev/null 2>&1; fi
+if [ -n "$1" ]; then . "$1" >/dev/null 2>&1; exec 59<&-; fi
 set --
 __sb_n=0
 trap '__sb_report $? exit' EXIT
 while read -r __sb_n <&62; do
-  IFS= read -r -d '' __sb_command < /tmp/.sandbox/command
+  IFS= read -r -d '' __sb_command < /proc/self/fd/60
   eval "$__sb_command"
   __sb_report $? next
   exec 0</dev/null 1>&61 2>&61
@@ -72,8 +103,19 @@ WATCH_EVERY_S = 0.02
 WATCH_BUSY_S = 0.002
 KILL_SWEEP_S = 3.0
 # Less than this free in /tmp or the workdir after a command means the sandbox's storage
-# is full: the command's result cannot be trusted.
+# is full: the command gets cause "disk".
 MIN_FREE_BYTES = 128 * 1024
+PROBE_BYTES = 128 * 1024
+FILE_OP_MAX_FD = 1 << 16
+# Capabilities (linux/capability.h).
+CAP_CHOWN, CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_SYS_ADMIN = 0, 5, 6, 7, 8, 21
+CAP_LAST = 63
+SUPERVISOR_CAPS = (CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP)
+PR_CAPBSET_DROP, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_CAP_AMBIENT = 24, 4, 36, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+# A saved uid for the supervisor when commands run as root: no command's uid, so prlimit(2)
+# and friends (which compare real/saved uids) refuse them.
+SUPERVISOR_SAVED_UID = 65533
 
 
 class Shell:
@@ -90,14 +132,22 @@ class Shell:
                 os.close(fd)
 
 
+class Job:
+    """What `Supervisor.watch` waits on: the persistent shell's record, or a fresh bash's exit."""
+
+    def __init__(self, pid, out, ctl_out=None, seq=None):
+        self.pid, self.out, self.ctl_out, self.seq = pid, out, ctl_out, seq
+        self.status = None
+
+
 class Supervisor:
-    def __init__(self, config):
+    def __init__(self, config, user):
         self.workdir = config["workdir"]
-        with contextlib.suppress(OSError):  # an image without the workdir: make it, if allowed
-            os.makedirs(self.workdir, exist_ok=True)
+        self.user = user  # (uid, gid, groups) of commands, or None: this process's own
         # docker: the image's ENV (os.environ here) under the sandbox's own variables.
-        self.env = dict(os.environ, **config["env"]) if config.get("inherit_env") else config["env"]
+        self.env = dict(os.environ, **config["env"]) if config.get("inherit_env") else dict(config["env"])
         self.limits = config["limits"]
+        self.probe_disk = bool(config.get("probe_disk"))
         self.bash = _which("bash", self.env.get("PATH", "/usr/bin:/bin"))
         if self.bash is None:
             raise SystemExit("sandbox supervisor: no bash on PATH " + self.env.get("PATH", ""))
@@ -105,61 +155,145 @@ class Supervisor:
         self.cwd = state.get("cwd") or self.workdir
         self.exports = base64.b64decode(state["env"]) if state.get("env") else None
         self.shell = None
+        self.fresh = None  # the pid of a running fresh exec
         self.oom_kills = _oom_kills()
+        self.command_fd = _memfd("sandbox-command")
+
+    # -- the command user ----------------------------------------------------------------
+    def become_user(self):
+        """In a forked child: become the command user, with no capability left."""
+        if self.user is not None:
+            uid, gid, groups = self.user
+            for cap in range(CAP_LAST + 1):  # nothing for exec to give back (file caps)
+                _prctl(PR_CAPBSET_DROP, cap)
+            os.setgroups(groups)
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)  # clears every capability, unless uid is 0
+        _drop_all_capabilities()
+        _prctl(PR_SET_DUMPABLE, 0)  # until exec: nothing of the supervisor's to trace
+
+    def as_user(self, fn, *args):
+        """Run `fn(*args)` (returning JSON-able data) in a forked child that became the
+        command user and holds no fd of the supervisor's but its result pipe."""
+        result_r, result_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                os.closerange(0, result_w)
+                os.closerange(result_w + 1, FILE_OP_MAX_FD)
+                self.become_user()
+                payload = {"ok": fn(*args)}
+            except OSError as exc:
+                payload = {"errno": exc.errno, "error": f"{type(exc).__name__}: {exc}"}
+            except BaseException as exc:  # noqa: BLE001 - report anything, then die
+                payload = {"error": f"{type(exc).__name__}: {exc}"}
+            try:
+                data = json.dumps(payload).encode()
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(result_w, view) :]
+            except BaseException:  # noqa: BLE001
+                code = 1
+            os._exit(code)
+        os.close(result_w)
+        chunks = []
+        try:
+            while True:
+                chunk = os.read(result_r, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(result_r)
+            _waitpid(pid)
+        try:
+            payload = json.loads(b"".join(chunks))
+        except ValueError:
+            raise RuntimeError("a file operation's child died without an answer") from None
+        if "ok" in payload:
+            return payload["ok"]
+        if payload.get("errno") is not None:
+            raise OSError(payload["errno"], payload["error"])
+        raise RuntimeError(payload.get("error", "file operation failed"))
 
     # -- shell generations --------------------------------------------------------------
     def spawn(self):
         """Start a shell generation from the last recorded cwd and exports."""
-        _makedirs(STATE_DIR)
-        restore = ""
+        restore_fd = None
         if self.exports is not None:
-            with open(RESTORE_FILE, "wb") as f:
-                f.write(self.exports)
-            restore = RESTORE_FILE
+            restore_fd = _memfd("sandbox-restore")
+            _fill(restore_fd, self.exports)
         ctl_in_r, ctl_in_w = os.pipe()
         ctl_out_r, ctl_out_w = os.pipe()
         out_r, out_w = os.pipe()
         # Restoring: start from PATH alone, so that variables unset before are not revived.
-        env = {"PATH": self.env.get("PATH", "/usr/bin:/bin")} if restore else dict(self.env)
+        env = {"PATH": self.env.get("PATH", "/usr/bin:/bin")} if restore_fd is not None else dict(self.env)
+        restore = f"/proc/self/fd/{RESTORE_FD}" if restore_fd is not None else ""
         pid = os.fork()
         if pid == 0:  # the child: becomes bash; must never return into the supervisor
             try:
-                os.setsid()  # `kill 0` in a command must not reach the supervisor
-                # Python ignores these, and ignored signals survive exec: commands must see
-                # SIGPIPE (`yes | head`) and SIGXFSZ (the file size limit) as any shell does.
-                for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
-                    if hasattr(signal, name):
-                        signal.signal(getattr(signal, name), signal.SIG_DFL)
-                devnull = os.open("/dev/null", os.O_RDONLY)
-                os.dup2(devnull, 0)
-                for target in (1, 2, OUT_FD):
-                    os.dup2(out_w, target)
-                os.dup2(ctl_in_r, CTL_IN_FD)
-                os.dup2(ctl_out_w, CTL_OUT_FD)
-                os.closerange(3, OUT_FD)
-                os.closerange(CTL_OUT_FD + 1, 1024)
-                _set_rlimits(self.limits)
-                try:  # the out-of-memory killer takes a command before the supervisor
-                    with open("/proc/self/oom_score_adj", "w") as f:
-                        f.write("1000")
-                except OSError:
-                    pass
-                for cwd in (self.cwd, self.workdir, "/"):
-                    try:
-                        os.chdir(cwd)
-                        break
-                    except OSError:
-                        continue
-                args = [self.bash, "--noprofile", "--norc", "-c", SHELL_LOOP, "bash"]
-                os.execve(self.bash, args + ([restore] if restore else []), env)
+                fds = {OUT_FD: out_w, CTL_IN_FD: ctl_in_r, CTL_OUT_FD: ctl_out_w, COMMAND_FD: self.command_fd}
+                if restore_fd is not None:
+                    fds[RESTORE_FD] = restore_fd
+                self.exec_child(
+                    [self.bash, "--noprofile", "--norc", "-c", SHELL_LOOP, "bash"] + ([restore] if restore else []),
+                    env,
+                    out_w,
+                    fds,
+                    (self.cwd, self.workdir, "/"),
+                )
             except BaseException as exc:  # noqa: BLE001 - report anything, then die
-                os.write(2, (f"sandbox supervisor: cannot start bash: {exc}\n").encode())
+                with contextlib.suppress(OSError):
+                    os.write(2, (f"sandbox supervisor: cannot start bash: {exc}\n").encode())
             os._exit(127)
-        for fd in (ctl_in_r, ctl_out_w, out_w):
+        for fd in (ctl_in_r, ctl_out_w, out_w) + ((restore_fd,) if restore_fd is not None else ()):
             os.close(fd)
         os.set_blocking(out_r, False)
         os.set_blocking(ctl_out_r, False)
         self.shell = Shell(pid, ctl_in_w, ctl_out_r, out_r)
+
+    def exec_child(self, args, env, out_w, fds, cwds):
+        """In a forked child: set it up as a command process (own session, output to
+        `out_w`, only the fds in `fds`, rlimits, the command user) and exec `args`."""
+        os.setsid()  # `kill 0` in a command must not reach the supervisor
+        # Python ignores these, and ignored signals survive exec: commands must see
+        # SIGPIPE (`yes | head`) and SIGXFSZ (the file size limit) as any shell does.
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ", "SIGINT"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        devnull = os.open("/dev/null", os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
+        # Park the sources above every target first, so that no dup2 overwrites one.
+        parked = {}
+        for i, (target, source) in enumerate(fds.items()):
+            parked[target] = os.dup2(source, 200 + i)
+        for target, source in parked.items():
+            os.dup2(source, target)
+        keep = sorted(fds)
+        low = 3
+        for fd in keep:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, FILE_OP_MAX_FD)
+        for fd in keep:
+            os.set_inheritable(fd, True)
+        _set_rlimits(self.limits)
+        try:  # the out-of-memory killer takes a command before the supervisor
+            with open("/proc/self/oom_score_adj", "w") as f:
+                f.write("1000")
+        except OSError:
+            pass
+        self.become_user()
+        for cwd in cwds:
+            try:
+                os.chdir(cwd)
+                break
+            except OSError:
+                continue
+        os.execve(args[0], args, env)
 
     def ensure_shell(self):
         if self.shell is not None and self.shell.status is None:
@@ -170,8 +304,8 @@ class Supervisor:
         if self.shell is None:
             self.spawn()
 
-    def reap(self):
-        """Collect every exited child (the supervisor is their subreaper or pid 1)."""
+    def reap(self, job=None):
+        """Collect every exited child (the supervisor is pid 1: orphans come here)."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -181,9 +315,11 @@ class Supervisor:
                 return
             if self.shell is not None and pid == self.shell.pid:
                 self.shell.status = status
+            if job is not None and pid == job.pid:
+                job.status = status
 
     def others(self):
-        """Live processes in the sandbox other than the supervisor, pid 1 and the shell."""
+        """Live processes in the sandbox other than the supervisor and the shell."""
         keep = {1, os.getpid()}
         if self.shell is not None and self.shell.status is None:
             keep.add(self.shell.pid)
@@ -217,7 +353,7 @@ class Supervisor:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.shell.pid, signal.SIGCONT)
 
-    def sweep(self):
+    def sweep(self, job=None):
         """Kill every process in the sandbox but this one (the shell included)."""
         stop = time.monotonic() + KILL_SWEEP_S
         while time.monotonic() < stop:
@@ -227,54 +363,105 @@ class Supervisor:
                 pass  # nothing left to signal
             except PermissionError:
                 pass
-            self.reap()
+            self.reap(job)
             if not self.others() and (self.shell is None or self.shell.status is not None):
                 return
             time.sleep(0.002)
         raise RuntimeError(f"processes survived {KILL_SWEEP_S:.0f} s of SIGKILL")
 
     # -- one command ---------------------------------------------------------------------
-    def run(self, command, timeout):
+    def run(self, command, timeout, fresh=False):
+        if fresh:
+            return self.run_fresh(command, timeout)
         self.ensure_shell()
         shell = self.shell
         _drain(shell.out, None)  # anything printed between commands belongs to none
-        try:
-            with open(COMMAND_FILE, "wb") as f:
-                f.write(command.encode("utf-8", "surrogateescape") + b"\n")
-        except FileNotFoundError:  # a command removed /tmp/.sandbox
-            _makedirs(STATE_DIR)
-            with open(COMMAND_FILE, "wb") as f:
-                f.write(command.encode("utf-8", "surrogateescape") + b"\n")
+        _fill(self.command_fd, command.encode("utf-8", "surrogateescape") + b"\n")
         shell.seq += 1
         start = time.monotonic()
-        deadline = start + timeout
-        output = Output(self.limits["output_bytes"])
-        record, cause, timed_out = None, None, False
-        control = b""
+        job = Job(shell.pid, shell.out, shell.ctl_out, shell.seq)
         try:
             os.write(shell.ctl_in, b"%d\n" % shell.seq)
         except BrokenPipeError:
-            self.reap()
+            self.reap(job)
+        output, record, cause, timed_out = self.watch(job, start, start + timeout)
+        if record is not None and record["kind"] == "exit":
+            _wait_exit(shell.pid, self)
+        cause = self.settle(job, output, cause, timed_out)
+        if record is not None:
+            self.cwd, self.exports = record["cwd"], record["env"]
+            exit_code = record["rc"]
+        elif shell.status is not None and not timed_out and cause is None:
+            exit_code = _exit_code(shell.status)
+        else:
+            exit_code = 128 + signal.SIGKILL
+        return self.result(exit_code, output, timed_out, cause, start)
+
+    def run_fresh(self, command, timeout):
+        """`bash -c COMMAND` in a new process: the spec's env, the workdir, no shell state."""
+        out_r, out_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.exec_child(
+                    [self.bash, "--noprofile", "--norc", "-c", command, "bash"],
+                    dict(self.env),
+                    out_w,
+                    {},
+                    (self.workdir, "/"),
+                )
+            except BaseException as exc:  # noqa: BLE001 - report anything, then die
+                with contextlib.suppress(OSError):
+                    os.write(2, (f"sandbox supervisor: cannot start bash: {exc}\n").encode())
+            os._exit(127)
+        os.close(out_w)
+        os.set_blocking(out_r, False)
+        start = time.monotonic()
+        job = Job(pid, out_r)
+        try:
+            output, _, cause, timed_out = self.watch(job, start, start + timeout)
+            cause = self.settle(job, output, cause, timed_out)
+        finally:
+            if job.status is None:  # never leave it unreaped
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                job.status = _waitpid(pid)
+            os.close(out_r)
+        if timed_out or cause == "pids":
+            exit_code = 128 + signal.SIGKILL
+        else:
+            exit_code = _exit_code(job.status)  # the kernel's word, not a command's
+        return self.result(exit_code, output, timed_out, cause, start)
+
+    def watch(self, job, start, deadline):
+        """Collect the job's output until it is done, timed out, or hit the process cap."""
+        output = Output(self.limits["output_bytes"])
+        record, cause, timed_out = None, None, False
+        control = b""
         next_watch = start + WATCH_EVERY_S
-        open_fds = [shell.out, shell.ctl_out]
+        open_fds = [job.out] + ([job.ctl_out] if job.ctl_out is not None else [])
         while record is None:
             now = time.monotonic()
             if now >= deadline:
                 timed_out, cause = True, "timeout"
                 break
-            ready, _, _ = select.select(open_fds, [], [], max(0.0, min(deadline, next_watch) - now))
-            if shell.out in ready and _drain(shell.out, output):
-                open_fds.remove(shell.out)  # every writer is gone
-            if shell.ctl_out in ready:
-                chunk = _read(shell.ctl_out)
+            if not open_fds:  # nothing to wait on but the watch
+                time.sleep(max(0.0, min(deadline, next_watch) - now))
+                ready = []
+            else:
+                ready, _, _ = select.select(open_fds, [], [], max(0.0, min(deadline, next_watch) - now))
+            if job.out in ready and _drain(job.out, output):
+                open_fds.remove(job.out)  # every writer is gone
+            if job.ctl_out is not None and job.ctl_out in ready:
+                chunk = _read(job.ctl_out)
                 if chunk == b"":
-                    open_fds.remove(shell.ctl_out)  # the shell and all it started are gone
+                    open_fds.remove(job.ctl_out)  # the shell and all it started are gone
                 control += chunk or b""
-                record = _parse_record(control, shell.seq)
-            if record is None and time.monotonic() >= next_watch:
-                self.reap()
-                if shell.status is not None:
-                    break  # the shell died without a record: killed, or `exec`ed away
+                record = _parse_record(control, job.seq)
+            if record is None and (time.monotonic() >= next_watch or job.out not in open_fds):
+                self.reap(job)
+                if job.status is not None:
+                    break  # fresh: done; the shell: died without a record (killed, `exec`ed)
                 count = _count_processes()
                 if count >= self.limits["pids"]:
                     cause = "pids"
@@ -283,10 +470,12 @@ class Supervisor:
                 # forks are refused, and a sample must catch them at it.
                 busy = count * 2 >= self.limits["pids"]
                 next_watch = time.monotonic() + (WATCH_BUSY_S if busy else WATCH_EVERY_S)
-        if record is not None and record["kind"] == "exit":
-            _wait_exit(shell.pid, self)
+        return output, record, cause, timed_out
+
+    def settle(self, job, output, cause, timed_out):
+        """After the job: sweep what it left running, drain its last output; the cause."""
         if timed_out or cause == "pids":
-            self.sweep()
+            self.sweep(job)
         else:
             self.freeze()
             left = self.others()
@@ -295,22 +484,19 @@ class Supervisor:
                     cause = "pids"  # e.g. a fork bomb that put itself in the background
                 else:
                     cause = "background"
-                self.sweep()
+                self.sweep(job)
             else:
                 self.thaw()
-        self.reap()
-        _drain(shell.out, output)  # what the killed processes wrote before they died
-        if record is not None:
-            self.cwd, self.exports = record["cwd"], record["env"]
-            exit_code = record["rc"]
-        elif shell.status is not None and not timed_out and cause is None:
-            exit_code = _exit_code(shell.status)
-        else:
-            exit_code = 128 + signal.SIGKILL
+        self.reap(job)
+        _drain(job.out, output)  # what the killed processes wrote before they died
+        return cause
+
+    def result(self, exit_code, output, timed_out, cause, start):
         if cause in (None, "background"):
             cause = self.cause_of(exit_code) or cause
-        full = _full_storage([self.workdir, "/tmp"])
-        result = {
+        if cause in (None, "background") and self.storage_full(exit_code):
+            cause = "disk"
+        return {
             "exit_code": exit_code,
             "output": base64.b64encode(output.data()).decode(),
             "truncated": output.truncated,
@@ -318,14 +504,17 @@ class Supervisor:
             "cause": cause,
             "seconds": time.monotonic() - start,
         }
-        if full:
-            return {
-                "error": "sandbox storage full: {} after the command (output: {!r})".format(
-                    full, output.data()[-400:].decode("utf-8", "replace")
-                ),
-                "kind": "enospc",
-            }
-        return result
+
+    def storage_full(self, exit_code):
+        if _full_storage([self.workdir, "/tmp"]):
+            return True
+        if self.probe_disk and exit_code != 0:
+            # The engine's quota (btrfs qgroups) does not show in statvfs: try a write.
+            try:
+                return bool(self.as_user(_probe_write, self.workdir))
+            except (OSError, RuntimeError):
+                return False
+        return False
 
     def cause_of(self, exit_code):
         if exit_code == 128 + signal.SIGXFSZ:
@@ -395,9 +584,13 @@ def _parse_record(buffer, seq):
         buffer = parts[RECORD_FIELDS]
         if parts[0] != str(seq).encode():
             continue  # a stale record (e.g. the EXIT trap of an older command)
+        try:
+            rc = int(parts[1] or 0)
+        except ValueError:
+            continue  # not a record the loop wrote
         return {
-            "rc": int(parts[1] or 0),
-            "kind": parts[2].decode(),
+            "rc": rc,
+            "kind": parts[2].decode("utf-8", "replace"),
             "cwd": parts[3].decode("utf-8", "surrogateescape"),
             "env": parts[4],
         }
@@ -410,6 +603,16 @@ def _wait_exit(pid, supervisor, limit_s=1.0):
     while supervisor.shell.status is None and time.monotonic() < stop:
         supervisor.reap()
         time.sleep(0.001)
+
+
+def _waitpid(pid):
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except ChildProcessError:
+            return 0
+        except InterruptedError:
+            continue
 
 
 def _exit_code(status):
@@ -429,10 +632,28 @@ def _full_storage(paths):
         except OSError:
             continue
         if st.f_blocks and st.f_bavail * st.f_frsize < MIN_FREE_BYTES:
-            return f"{path} has {st.f_bavail * st.f_frsize} bytes free (ENOSPC)"
+            return f"{path} has {st.f_bavail * st.f_frsize} bytes free"
         if st.f_files and st.f_favail == 0:
-            return f"{path} has no free inodes (ENOSPC)"
+            return f"{path} has no free inodes"
     return None
+
+
+def _probe_write(folder):
+    """True when `folder`'s filesystem refuses a small write for lack of space or quota."""
+    path = os.path.join(folder, f".sandbox-disk-probe-{os.getpid()}")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    try:
+        os.write(fd, bytes(PROBE_BYTES))
+        return False
+    except OSError as exc:
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _oom_kills():
@@ -476,93 +697,272 @@ def _which(name, path):
     return None
 
 
-def _makedirs(path):
-    try:
-        os.makedirs(path, exist_ok=True)
-    except FileExistsError:  # a file where the directory should be
-        os.unlink(path)
-        os.makedirs(path)
+def _memfd(name):
+    """An anonymous in-memory file (the supervisor's state), readable but not writable by
+    the command user through /proc/self/fd."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create(name, 0)  # inheritable: the shell gets it
+    else:  # pragma: no cover - Python or libc without memfd_create
+        fd = os.open("/dev/shm", os.O_RDWR | getattr(os, "O_TMPFILE", 0), 0o644)
+        os.set_inheritable(fd, True)
+    os.fchmod(fd, 0o644)
+    return fd
+
+
+def _fill(fd, data):
+    os.ftruncate(fd, 0)
+    view = memoryview(data)
+    offset = 0
+    while offset < len(data):
+        offset += os.pwrite(fd, view[offset:], offset)
+    os.lseek(fd, 0, os.SEEK_SET)
 
 
 def _path(path, workdir):
     return path if path.startswith("/") else os.path.join(workdir, path)
 
 
-def _prctl(option, value):
-    try:
-        import ctypes
+_libc = None
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(option, value, 0, 0, 0) == 0
+
+def _libc_call(name, *args):
+    """Call libc `name`; -1 with errno on failure, as C does. Raises OSError without ctypes."""
+    global _libc
+    import ctypes
+
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    result = getattr(_libc, name)(*args)
+    if result == -1:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+    return result
+
+
+def _prctl(option, value, arg3=0):
+    try:
+        _libc_call("prctl", option, value, arg3, 0, 0)
+        return True
     except (OSError, AttributeError, ImportError):
         return False
 
 
-def _mount_overlay(spec, target):
-    """Mount the sandbox's copy-on-write workspace (the local backend, before dropping root)."""
+def _capset(permitted_mask):
+    """Keep only `permitted_mask` in the effective and permitted sets; inheritable empty."""
     import ctypes
 
-    libc = ctypes.CDLL(None, use_errno=True)
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    header = Header(0x20080522, 0)
+    data = (Data * 2)()
+    _libc_call("capget", ctypes.byref(header), data)
+    for i in range(2):
+        keep = (permitted_mask >> (32 * i)) & 0xFFFFFFFF
+        data[i].permitted &= keep
+        data[i].effective = data[i].permitted
+        data[i].inheritable = 0
+    _libc_call("capset", ctypes.byref(header), data)
+
+
+def _restrict_capabilities(keep):
+    """The supervisor's own set, after setup: `keep` only, in every set and the bounding set."""
+    for cap in range(CAP_LAST + 1):
+        if cap not in keep:
+            _prctl(PR_CAPBSET_DROP, cap)  # needs CAP_SETPCAP; EINVAL past the last cap
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    mask = 0
+    for cap in keep:
+        mask |= 1 << cap
+    _capset(mask)
+
+
+def _drop_all_capabilities():
+    """No capability now, and none from any exec: for a command user that is root."""
+    if not _has_capabilities():
+        return
+    for cap in range(CAP_LAST + 1):
+        _prctl(PR_CAPBSET_DROP, cap)
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _capset(0)
+    if _has_capabilities():
+        raise OSError(errno.EPERM, "could not drop the command's capabilities")
+
+
+def _has_capabilities():
+    """Whether this process holds any capability, or could get one from exec."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            capped = key in ("CapPrm", "CapEff", "CapBnd", "CapAmb", "CapInh") and int(value, 16)
+            if capped and (key != "CapBnd" or os.getuid() == 0 or os.geteuid() == 0):
+                return True
+    return False
+
+
+def _resolve_user(spec):
+    """(uid, gid, groups) of the command user: {"uid", "gid"} or {"name": "user[:group]"}."""
+    if spec is None:
+        return None
+    if "uid" in spec:
+        return int(spec["uid"]), int(spec["gid"]), [int(spec["gid"])]
+    import grp
+    import pwd
+
+    name, _, group = spec.get("name", "").partition(":")
+    if not name:
+        uid, gid, login = 0, 0, "root"
+    elif name.isdigit():
+        uid = int(name)
+        try:
+            entry = pwd.getpwuid(uid)
+            gid, login = entry.pw_gid, entry.pw_name
+        except KeyError:
+            gid, login = uid, None
+    else:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            raise SystemExit(f"user {name!r} does not exist in the image") from None
+        uid, gid, login = entry.pw_uid, entry.pw_gid, name
+    if group:
+        gid = int(group) if group.isdigit() else grp.getgrnam(group).gr_gid
+    groups = [gid]
+    if login is not None and not group:
+        with contextlib.suppress(KeyError, OSError):
+            groups = sorted(set(os.getgrouplist(login, gid)))
+    return uid, gid, groups
+
+
+def _mount_overlay(spec, target, owner):
+    """Mount the sandbox's copy-on-write workspace (the local backend), its upper directory
+    on the sandbox's own size-capped tmpfs (`spec["rw"]`, bubblewrap made it)."""
+    upper, work = spec["rw"] + "/upper", spec["rw"] + "/work"
+    for folder in (upper, work):
+        os.makedirs(folder, exist_ok=True)
+    if spec.get("chown_upper", True):
+        os.chown(upper, owner[0], owner[1])  # the merged workspace's root takes its owner
     # index/xino/redirect_dir/metacopy off: the upper directory must stay a self-contained
     # tree, because a fork copies it and stacks the copy as a lower layer of the child.
     data = "lowerdir={},upperdir={},workdir={},index=off,xino=off,redirect_dir=off,metacopy=off".format(
         ":".join(spec["lower"]),
-        spec["upper"],
-        spec["work"],
+        upper,
+        work,
     )
-    if libc.mount(b"overlay", target.encode(), b"overlay", 0, data.encode()) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"mount overlay on {target}: {os.strerror(err)}")
+    _libc_call("mount", b"overlay", target.encode(), b"overlay", 0, data.encode())
 
 
-def _drop_privileges(uid, gid):
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)  # clears every capability
+def _copy_in(source, target):
+    """The local "copy" layout: the workspace, copied from a read-only bind onto the
+    sandbox's size-capped tmpfs at the workdir."""
+    if not os.path.isdir(source):
+        return
+    done = subprocess.run(
+        ["cp", "-dR", "--preserve=mode,timestamps,links", source + "/.", target],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    if done.returncode != 0:
+        raise OSError(errno.EIO, "copying the workspace in: " + done.stderr.decode(errors="replace")[-500:])
 
 
-def _isolated():
-    return os.getpid() in (1, 2)
+def _read_op(path):
+    fd = _open_regular(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        return base64.b64encode(f.read()).decode()
+
+
+def _write_op(path, data):
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    fd = _open_regular(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.truncate(0)
+        f.write(base64.b64decode(data))
+    return {}
+
+
+def _open_regular(path, flags, mode=0o666):
+    """Open `path` only if it is a regular file: never a pipe, socket or device that a
+    planted symlink could point at (O_NONBLOCK: a FIFO must not block the open)."""
+    fd = os.open(path, flags | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), mode)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, f"Is a directory: {path!r}")
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file: {path!r}")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _makedirs_op(path):
+    os.makedirs(path, exist_ok=True)
+    return {}
 
 
 def handle(supervisor, request):
     op = request["op"]
     if op == "exec":
-        return supervisor.run(request["command"], request["timeout"])
+        return supervisor.run(request["command"], request["timeout"], bool(request.get("fresh")))
     if op == "read":
-        with open(_path(request["path"], supervisor.workdir), "rb") as f:
-            return {"data": base64.b64encode(f.read()).decode()}
+        return {"data": supervisor.as_user(_read_op, _path(request["path"], supervisor.workdir))}
     if op == "write":
-        path = _path(request["path"], supervisor.workdir)
-        parent = os.path.dirname(path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(base64.b64decode(request["data"]))
-        return {}
+        return supervisor.as_user(_write_op, _path(request["path"], supervisor.workdir), request["data"])
     if op == "state":
         return supervisor.state()
     return {"error": f"unknown op {op!r}", "kind": "protocol"}
 
 
+def setup(config):
+    """Mount what the backend asked for, settle the users and capabilities; the Supervisor."""
+    if config.get("overlay"):
+        owner = (config["user"]["uid"], config["user"]["gid"]) if config.get("user") else (0, 0)
+        _mount_overlay(config["overlay"], config["workdir"], owner)
+    if config.get("copy_in"):
+        _copy_in(config["copy_in"], config["workdir"])
+    user = _resolve_user(config.get("user"))
+    if os.getuid() == 0 and user is not None:
+        os.setgroups([])
+        _restrict_capabilities(SUPERVISOR_CAPS)
+        if user[0] == 0:
+            # Commands share uid 0: give the supervisor a saved uid they do not have.
+            os.setresuid(0, 0, SUPERVISOR_SAVED_UID)
+    elif os.getuid() == os.geteuid() and user is not None and user[0] == os.getuid():
+        user = None  # already the command user (the local "copy" layout)
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans come here (pid 1 has that anyway)
+    if not _prctl(PR_SET_DUMPABLE, 0):
+        raise OSError(errno.EPERM, "cannot make the supervisor undumpable (no ctypes?)")
+    supervisor = Supervisor(config, user)
+    with contextlib.suppress(OSError, RuntimeError):  # an image without the workdir: make it, if allowed
+        if not os.path.isdir(supervisor.workdir):
+            supervisor.as_user(_makedirs_op, supervisor.workdir)
+    return supervisor
+
+
 def main():
+    # pid 1 gets a signal from inside its namespace only if it has a handler: none here.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # Commands see SIGPIPE as usual; the supervisor wants EPIPE instead (ignored: no handler).
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     config = json.loads(sys.argv[1])
     out = sys.stdout
-    if not _isolated():
-        out.write(json.dumps({"error": "the supervisor needs its own pid namespace", "kind": "setup"}) + "\n")
+    if os.getpid() != 1:
+        out.write(json.dumps({"error": "the supervisor must be pid 1 of its own pid namespace", "kind": "setup"}))
+        out.write("\n")
         out.flush()
         return 2
     try:
-        if config.get("overlay"):
-            _mount_overlay(config["overlay"], config["workdir"])
-        if config.get("uid") is not None:
-            _drop_privileges(config["uid"], config["gid"])
-        _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come here, to be swept and reaped
-        # Commands see SIGPIPE as usual; the supervisor wants EPIPE instead.
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-        supervisor = Supervisor(config)
+        supervisor = setup(config)
         supervisor.spawn()
-    except (OSError, SystemExit) as exc:
+    except (OSError, SystemExit, ImportError) as exc:
         out.write(json.dumps({"error": f"sandbox setup failed: {exc}", "kind": "setup"}) + "\n")
         out.flush()
         return 2
@@ -574,8 +974,6 @@ def main():
             response = handle(supervisor, request)
         except OSError as exc:
             response = {"error": f"{type(exc).__name__}: {exc}", "kind": "os", "errno": exc.errno}
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                response["kind"] = "enospc"
         except RuntimeError as exc:
             response = {"error": str(exc), "kind": "supervisor"}
         out.write(json.dumps(response) + "\n")

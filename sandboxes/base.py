@@ -1,7 +1,8 @@
 """The `Sandbox` protocol: where commands run, and what a command's run returns.
 
 A sandbox owns a private copy of a workspace and one long-lived shell process. Commands
-never share state with the host; a command that misbehaves (runs forever, prints forever,
+never share state with the host, and can never signal, trace or write to the process that
+supervises them (see `_supervisor.py`); a command that misbehaves (runs forever, prints forever,
 leaves children behind) is contained and reported, never allowed to hang the caller.
 
 Failures of the sandbox itself (the shell died, the backend is missing) raise
@@ -44,7 +45,9 @@ class ExecResult:
     """Why the sandbox stepped in, if it did: "timeout"; "pids" (the process cap was reached,
     e.g. by a fork bomb, and everything was killed); "file_size" (SIGXFSZ: a file grew past
     `file_bytes`); "memory" (the out-of-memory killer, where the backend can tell);
-    "background" (the command returned but left processes running, which were killed)."""
+    "background" (the command returned but left processes running, which were killed);
+    "disk" (after the command the workspace's disk quota, `disk_bytes`, or /tmp was full:
+    the agent filled its own storage; `rm` frees it)."""
 
     @property
     def ok(self) -> bool:
@@ -74,8 +77,18 @@ class SandboxLimits:
     """CPU share of the sandbox in cores (docker: a CFS quota). None: unlimited. The local
     backend has no writable cgroup to enforce it with and ignores it."""
     tmp_bytes: int = 512 * 1024**2
-    """Size of the sandbox's private /tmp (a tmpfs, in memory). Filling it, like filling
-    the workspace's disk, is an infrastructure error (`SandboxError`), not a result."""
+    """Size of the sandbox's private /tmp (a tmpfs, in memory). A command that fills it
+    ends with `cause="disk"` (the agent filled its own storage: a result, not an error)."""
+    disk_bytes: int = 1024**3
+    """Most bytes a sandbox may add to its workspace and other writable disk (beyond /tmp).
+    A command after which that storage is full ends with `cause="disk"`; writes past it
+    fail with ENOSPC/EDQUOT inside the sandbox (and `write_file` raises OSError ENOSPC), the
+    host's disk never gets more, and a later `rm` frees the space. Local: the overlay's
+    upper directory ("overlay" layout) or the workspace copy ("copy" layout) lives on a
+    tmpfs of this size (memory, or swap, never the host's disk). Docker: the container's
+    writable layer is capped with `storage_opt size` where the engine's storage driver
+    supports it (btrfs, zfs, overlay2 on XFS with pquota: see scripts/docker_engine.sh);
+    elsewhere a warning is logged once and the sandbox runs uncapped."""
 
 
 @dataclass(frozen=True)
@@ -123,9 +136,17 @@ class Sandbox(Protocol):
 
     spec: SandboxSpec
 
-    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+    def exec(self, command: str, timeout: float | None = None, *, fresh: bool = False) -> ExecResult:
         """Run `command` with bash in the sandbox; the working directory and exported
-        variables carry over to the next command."""
+        variables carry over to the next command.
+
+        `fresh=True`: run it in a new `bash --noprofile --norc -c COMMAND` instead, with the
+        sandbox's original environment (the spec's, not the persistent shell's exports), in
+        the workdir, under the same user, limits and watchdogs, with stdin /dev/null and
+        none of the persistent shell's fds; its exit code comes from the kernel (waitpid),
+        never from anything a command could write. Nothing the agent left in its shell
+        (cwd, exports, functions, aliases, traps) applies to it, and it changes none of it:
+        what grading and diff extraction use."""
         ...
 
     def read_file(self, path: str) -> bytes:

@@ -15,7 +15,9 @@ stopped them (`timed_out`, `truncated`, `cause`, or `SandboxError` for infrastru
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import os
 import socket
 import time
 import uuid
@@ -25,6 +27,9 @@ from pathlib import Path
 
 from sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxLimits, SandboxSpec
 
+DISK_SLACK = 256 * 1024**2
+"""How much more than a sandbox's disk quota the host's disks may lose in `attack_fill_disk`
+(filesystem metadata, other activity on the host, the btrfs driver counting the image)."""
 GRACE_S = 2.0
 """How far past its timeout an attack may run (killing, draining, restarting the shell)."""
 # Builtins only, so that counting starts no process of its own.
@@ -40,6 +45,9 @@ class Harness:
     break_backend: Callable[[Sandbox], None]
     """Make the sandbox's machinery fail from outside (kill its process, remove its container)."""
     limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(output_bytes=4096, timeout_s=20))
+    disks: list[Path] = field(default_factory=list)
+    """Host folders whose free space a sandbox's writes could take (besides `tmp`), e.g.
+    the docker engine's data root."""
 
     def workspace(self) -> Path:
         root = self.tmp / f"ws-{uuid.uuid4().hex[:8]}"
@@ -391,21 +399,211 @@ def attack_memory_hog(h: Harness) -> None:
 
 
 def attack_fill_tmp(h: Harness) -> None:
-    """ENOSPC is an infrastructure error, never a command result."""
+    """A full /tmp is the agent's doing: a command result with cause "disk", and `rm` frees it."""
     with h.sandbox(tmp_bytes=8 * 1024 * 1024) as sb:
-        try:
-            result = sb.exec("head -c 64M /dev/zero > /tmp/fill", timeout=20)
-        except SandboxError as exc:
-            assert "full" in str(exc) and "/tmp" in str(exc)
-        else:
-            raise AssertionError(f"a full /tmp came back as a result: {result}")
-        sb.exec("rm -f /tmp/fill")
+        result, _ = _timed(sb, "head -c 64M /dev/zero > /tmp/fill", timeout=20)
+        assert result.cause == "disk" and not result.ok, result
+        assert sb.exec("echo alive").output == "alive\n"
+        assert sb.exec("rm -f /tmp/fill && head -c 1M /dev/zero > /tmp/small").ok
+        sb.exec("rm -f /tmp/small")
         try:
             sb.write_file("/tmp/big.bin", b"\0" * (16 * 1024 * 1024))
-        except SandboxError as exc:
-            assert "full" in str(exc) or "No space" in str(exc)
+        except OSError as exc:
+            assert exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space" in str(exc), exc
         else:
-            raise AssertionError("writing past a full /tmp did not raise SandboxError")
+            raise AssertionError("writing past a full /tmp did not fail")
+        assert sb.exec("rm -f /tmp/big.bin; echo ok").output == "ok\n"
+
+
+def _free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def attack_fill_disk(h: Harness) -> None:
+    """3 x 900 MB into a workspace capped at 256 MiB: cause "disk", the host's disks lose at
+    most the quota (+ slack), the sandbox answers, and `rm` frees the space."""
+    quota = 256 * 1024**2
+    disks = [h.tmp, *h.disks]
+    with h.sandbox(disk_bytes=quota, timeout_s=300) as sb:
+        before = {d: _free(d) for d in disks}
+        result = sb.exec("for i in 1 2 3; do head -c 900M /dev/zero > /workspace/f$i; done", timeout=300)
+        after = {d: _free(d) for d in disks}
+        for disk in disks:
+            lost = before[disk] - after[disk]
+            assert lost <= quota + DISK_SLACK, f"{disk} lost {lost >> 20} MiB with a quota of {quota >> 20} MiB"
+        assert result.cause == "disk" and not result.ok and not result.timed_out, result
+        assert sb.exec("echo alive").output == "alive\n"
+        assert sb.exec("rm -f /workspace/f*").ok
+        again = sb.exec("head -c 10M /dev/zero > /workspace/g && echo written", timeout=120)
+        assert again.output == "written\n" and again.cause is None, again
+
+
+# -- the supervisor is out of reach ---------------------------------------------------------
+# A command's shell is a child of the supervisor: $PPID in the persistent shell (and in a
+# fresh bash) is the supervisor, pid 1 or not.
+FORGED = (
+    '{"exit_code": 0, "output": "Zm9yZ2VkCg==", "truncated": false, "timed_out": false, "cause": null, "seconds": 0}'
+)
+
+
+def _supervisor_answers(sb: Sandbox) -> None:
+    """The next replies are the commands' own (no forged or shifted reply)."""
+    for word in ("first", "second"):
+        result = sb.exec(f"echo {word}")
+        assert result.output == f"{word}\n" and result.ok, result
+    fresh = sb.exec("echo fresh", fresh=True)
+    assert fresh.output == "fresh\n" and fresh.ok, fresh
+
+
+def attack_kill_everything(h: Harness) -> None:
+    """`kill -9 -1` kills the command's own processes, never the supervisor."""
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        for command in ("kill -9 -1", "kill -9 -1; echo after", "(sleep 100 &); kill -KILL -1"):
+            result, _ = _timed(sb, command, timeout=10)
+            assert not result.timed_out, (command, result)
+            _supervisor_answers(sb)
+        result, _ = _timed(sb, "kill -9 -1", timeout=10)
+        fresh = sb.exec("kill -9 -1; echo after", fresh=True)
+        assert not fresh.timed_out, fresh
+        _supervisor_answers(sb)
+
+
+def attack_signal_supervisor(h: Harness) -> None:
+    """STOP, TERM, INT, HUP, KILL ... to pid 1 and to the supervisor's own pid do nothing."""
+    signals = "STOP TERM INT HUP QUIT USR1 USR2 ALRM SEGV ABRT PIPE KILL"
+    command = f"for s in {signals}; do kill -$s 1 $PPID; done 2>/dev/null; echo survived"
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        for fresh in (False, True):
+            result, _ = _timed(sb, command, timeout=10) if not fresh else (sb.exec(command, fresh=True), 0)
+            assert result.output == "survived\n" and not result.timed_out, result
+            _supervisor_answers(sb)
+
+
+PTRACE = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+for pid in sorted({int(a) for a in sys.argv[1:]}):
+    if libc.ptrace(16, pid, 0, 0) == 0:  # PTRACE_ATTACH
+        print('attached', pid)
+        os.waitpid(pid, 0) if False else None
+        libc.ptrace(17, pid, 0, 0)  # PTRACE_DETACH
+    else:
+        print('denied', pid, os.strerror(ctypes.get_errno()))
+    if libc.ptrace(0x4206, pid, 0, 0) == 0:  # PTRACE_SEIZE
+        print('seized', pid)
+        libc.ptrace(17, pid, 0, 0)
+"""
+
+
+def attack_ptrace_supervisor(h: Harness) -> None:
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        sb.write_file("/tmp/pt.py", PTRACE)
+        for fresh in (False, True):
+            result = sb.exec("python3 /tmp/pt.py 1 $PPID", timeout=10, fresh=fresh)
+            assert "attached" not in result.output and "seized" not in result.output, result
+            assert "denied" in result.output, result
+            _supervisor_answers(sb)
+
+
+def attack_forge_reply(h: Harness) -> None:
+    """Write a forged reply (and a forged request) to every fd of the supervisor: refused."""
+    forge = (
+        f"for f in /proc/1/fd/* /proc/$PPID/fd/*; do printf '%s\\n' '{FORGED}' > $f; "
+        f"""printf '%s\\n' '{{"op": "write", "path": "/workspace/pwned", "data": "eA=="}}' > $f; done 2>/dev/null; """
+        "echo done"
+    )
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        for fresh in (False, True):
+            result = sb.exec(forge, timeout=10, fresh=fresh)
+            assert result.output == "done\n", result
+            _supervisor_answers(sb)
+            assert not sb.exec("test -e /workspace/pwned").ok, "an injected request ran"
+
+
+def attack_write_supervisor_memory(h: Harness) -> None:
+    program = (
+        "import os\n"
+        "for pid in sorted({1, os.getppid()}):\n"
+        "    for name in ('mem', 'environ', 'oom_score_adj'):\n"
+        "        try:\n"
+        "            with open(f'/proc/{pid}/{name}', 'r+b', buffering=0) as f:\n"
+        "                f.seek(0x400000 if name == 'mem' else 0); f.write(b'-1000' if name == 'oom_score_adj' else b'x')\n"
+        "            print('wrote', pid, name)\n"
+        "        except OSError as exc:\n"
+        "            print('refused', pid, name, exc.strerror)\n"
+    )
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        sb.write_file("/tmp/mem.py", program)
+        result = sb.exec("python3 /tmp/mem.py", timeout=10)
+        assert "wrote" not in result.output and "refused" in result.output, result
+        _supervisor_answers(sb)
+
+
+def attack_planted_symlinks(h: Harness) -> None:
+    """Symlinks where the supervisor kept its state and where the host writes: the host's
+    file operations go only where the agent could write itself, never into the channel."""
+    target = "/etc/planted-by-supervisor"
+    with h.sandbox() as sb, _host_untouched(h, sb):
+        agent_can = sb.exec(f"touch {target} 2>/dev/null && rm -f {target}").ok
+        sb.exec(
+            f"mkdir -p /tmp/.sandbox && ln -sf {target} /tmp/.sandbox/command && ln -sf {target} /tmp/.sandbox/restore; "
+            f"ln -s {target} /workspace/link.txt; ln -s /etc /workspace/etcdir; ln -s /proc/self/fd/1 /workspace/out.txt; "
+            "ln -s /proc/self/fd/0 /workspace/in.txt; mkfifo /workspace/fifo; export KEEP=1"
+        )
+        assert sb.exec("sleep 10", timeout=0.5).timed_out  # a new shell generation: a restore
+        assert sb.exec("echo $KEEP").output == "1\n"
+        for path in ("link.txt", "etcdir/planted-by-supervisor", "out.txt", "in.txt", "fifo"):
+            with contextlib.suppress(OSError):
+                sb.write_file(path, FORGED + "\n")
+            _supervisor_answers(sb)
+        for path in ("out.txt", "in.txt", "fifo"):
+            with contextlib.suppress(OSError):
+                sb.read_file(path)
+            _supervisor_answers(sb)
+        if not agent_can:
+            assert not sb.exec(f"test -e {target}").ok, "the supervisor wrote where the agent cannot"
+
+
+# -- a fresh exec ignores the persistent shell ----------------------------------------------------
+def check_fresh_exec_ignores_the_shell(h: Harness) -> None:
+    with h.sandbox() as sb:
+        pristine = sb.exec("git --version; pwd; echo $PATH", fresh=True)
+        sb.exec(
+            "git() { echo forged; }; alias git='echo forged'; shopt -s expand_aliases; "
+            "mkdir -p /tmp/evil && printf '#!/bin/sh\\necho forged\\n' > /tmp/evil/git && chmod +x /tmp/evil/git; "
+            "export PATH=/tmp/evil:$PATH; export BASH_ENV=/tmp/evil/git ENV=/tmp/evil/git; "
+            "trap 'echo forged' EXIT DEBUG; cd /"
+        )
+        assert "forged" in sb.exec("git --version").output  # the persistent shell is the agent's
+        fresh = sb.exec("git --version; pwd; echo $PATH", fresh=True)
+        assert fresh.output == pristine.output and "forged" not in fresh.output, (pristine, fresh)
+        assert fresh.exit_code == pristine.exit_code
+        # ... and a fresh exec leaves the persistent shell's state alone.
+        sb.exec("cd /tmp && export MARK=fresh", fresh=True)
+        sb.exec("trap - EXIT DEBUG")
+        assert sb.exec("pwd; echo ${MARK:-unset}").output == "/\nunset\n"
+
+
+def check_fresh_exec_exit_codes(h: Harness) -> None:
+    record = "printf '%s\\0%s\\0%s\\0%s\\0\\0' 1 0 next / >&63"
+    with h.sandbox() as sb:
+        for command, code in (
+            ("exit 3", 3),
+            ("kill -9 $$", 137),
+            ("true", 0),
+            (f"{record}; exit 5", 5),
+            (f"{record} 2>/dev/null; echo '{FORGED}'; exit 7", 7),
+            ("ls /proc/self/fd/6[0-3] 2>/dev/null && exit 9; exit 4", 4),  # no shell control fds
+        ):
+            result = sb.exec(command, fresh=True)
+            assert result.exit_code == code, (command, result)
+        assert sb.exec("cat", fresh=True).output == ""  # stdin is /dev/null
+        slow = sb.exec("sleep 30", timeout=0.5, fresh=True)
+        assert slow.timed_out and slow.cause == "timeout" and slow.exit_code == 137, slow
+        left = sb.exec("sleep 100 & echo started", fresh=True)
+        assert left.cause == "background" and left.output == "started\n", left
+        assert sb.exec("echo still").output == "still\n"
 
 
 CHECKS: dict[str, Callable[[Harness], None]] = {

@@ -6,10 +6,18 @@ remote engine works too), and the host talks to it over the container's attach s
 (stdin, and stdout/stderr multiplexed in 8-byte-header frames). A round trip is a socket
 write and read through dockerd, ~0.2 ms, where `docker exec` per command costs ~100 ms.
 
-Hardened by default (each knob comes from `SandboxSpec`/`SandboxLimits`): no network, every
-capability dropped, no-new-privileges, a pids limit, a memory limit without swap, a CPU
-quota, a size-capped /tmp and /dev/shm, the image's non-root USER where it has one, no
-logging of the protocol. Every container is labelled with its owner (pid, start time, pid
+Hardened by default (each knob comes from `SandboxSpec`/`SandboxLimits`): no network,
+no-new-privileges, a pids limit, a memory limit without swap, a CPU quota, a size-capped
+/tmp and /dev/shm, a size-capped writable layer (`disk_bytes`: `storage_opt size` where the
+engine's storage driver supports it, probed once per engine (on btrfs the size counts the
+image too, so the image's size is added); elsewhere, as with overlay2 on ext4, the host
+watches the container's upper directory while a command runs and stops the command that
+grows it past the cap, `_DiskWatch`), no logging of the protocol. The container starts as root with every capability
+dropped but CAP_KILL/SETUID/SETGID/SETPCAP: that is the supervisor (pid 1, not dumpable),
+which runs commands as the spec's user or the image's USER (resolved inside the container,
+from its /etc/passwd) with no capability at all, so they cannot signal, trace or write to
+it; a root USER (SWE-bench images) still gets uid 0 but an empty bounding set. A fork
+passes the user along (its commit's USER is the supervisor's root). Every container is labelled with its owner (pid, start time, pid
 namespace, boot id) and run id; `sandboxes.reaper` removes those whose owner died. The
 container also dies by itself when its owner does: stdin is closed when the attaching
 process goes away (StdinOnce), the supervisor exits on end of input, and AutoRemove
@@ -26,9 +34,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
+import functools
 import hashlib
 import io
 import json
+import logging
 import os
 import select
 import signal
@@ -50,7 +61,7 @@ import requests.exceptions
 
 from sandboxes import reaper
 from sandboxes._channel import SupervisedSandbox
-from sandboxes.base import DEFAULT_IMAGE, SandboxError, SandboxSpec
+from sandboxes.base import DEFAULT_IMAGE, ExecResult, SandboxError, SandboxSpec
 
 SUPERVISOR_SOURCE = Path(__file__).with_name("_supervisor.py").read_text()
 BASE_DEFINITION = Path(__file__).with_name("images") / "base.yaml"
@@ -61,8 +72,16 @@ API_TIMEOUT_S = 120
 # Errors that mean the engine, not the sandbox's command, failed.
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
+# What the supervisor (the container's pid 1, root) keeps; commands run under the image's
+# USER with no capability at all (for a root USER the supervisor empties their bounding set).
+SUPERVISOR_CAPS = ["KILL", "SETUID", "SETGID", "SETPCAP"]
+
 _client_lock = threading.Lock()
 _clients: dict[str, docker.DockerClient] = {}
+_quota_lock = threading.Lock()
+_quota: dict[str, str | None] = {}  # engine key -> its storage driver if it caps a container's disk
+_quota_warned = False
+logger = logging.getLogger(__name__)
 
 
 def client() -> docker.DockerClient:
@@ -78,6 +97,49 @@ def client() -> docker.DockerClient:
             _clients[key] = made
             _install_hooks(made)
         return _clients[key]
+
+
+def disk_quota_driver(engine: docker.DockerClient) -> str | None:
+    """The engine's storage driver if it caps a container's writable layer
+    (`storage_opt size`), else None (probed once per engine: a container created with it)."""
+    global _quota_warned
+    key = os.environ.get("DOCKER_HOST", "")
+    with _quota_lock:
+        if key in _quota:
+            return _quota[key]
+    try:
+        driver = engine.info().get("Driver", "")
+        probe = engine.api.create_container(
+            DEFAULT_IMAGE if _image_present(engine, DEFAULT_IMAGE) else "hello-world",
+            command=["true"],
+            entrypoint=[],
+            labels=reaper.labels("probe"),
+            host_config=engine.api.create_host_config(storage_opt={"size": "1G"}),
+        )
+        engine.api.remove_container(probe["Id"], force=True)
+        found: str | None = driver
+        reason = ""
+    except ENGINE_ERRORS as exc:
+        found = None
+        reason = str(exc)
+    with _quota_lock:
+        _quota[key] = found
+        if found is None and not _quota_warned:
+            _quota_warned = True
+            logger.info(
+                "the Docker engine's storage cannot cap a container's disk (%s): the host watches "
+                "each sandbox's writable layer instead",
+                reason[:200],
+            )
+    return found
+
+
+def _image_present(engine: docker.DockerClient, name: str) -> bool:
+    try:
+        engine.images.get(name)
+        return True
+    except ENGINE_ERRORS:
+        return False
 
 
 def docker_available(image: str | None = DEFAULT_IMAGE) -> str | None:
@@ -169,7 +231,7 @@ def ensure_image(engine: docker.DockerClient, name: str) -> Any:
             if name == DEFAULT_IMAGE
             else f"docker image {name} is not built; build its sandbox definition with `python -m sandboxes build DEF`"
         )
-    print(f"pulling docker image {name} ...", flush=True)
+    logger.info("pulling docker image %s ...", name)
     try:
         return engine.images.pull(name)
     except ENGINE_ERRORS as exc:
@@ -263,6 +325,110 @@ def workspace_image(engine: docker.DockerClient, base: Any, workspace: Path, wor
     return engine.images.get(tag).id
 
 
+# -- a disk cap where the engine has none ---------------------------------------------------
+DISK_WATCH_EVERY_S = 0.05
+DISK_WATCH_MAX_ENTRIES = 200_000
+"""More files than this in the writable layer count as a full disk (inodes are disk too)."""
+
+
+def _layer_usage(root: str, max_entries: int) -> tuple[int, int]:
+    """Bytes allocated (st_blocks) and entries under `root`, stopping past `max_entries`."""
+    total = count = 0
+    stack = [root]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                count += 1
+                if count > max_entries:
+                    return total, count
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                total += info.st_blocks * 512
+                if stat.S_ISDIR(info.st_mode):
+                    stack.append(entry.path)
+    return total, count
+
+
+class _DiskWatch:
+    """`SandboxLimits.disk_bytes` for a container whose storage driver cannot cap it
+    (overlay2 on ext4, the common case): while a command runs, the host measures the
+    container's writable layer (its overlay upper directory) every 50 ms, and when the
+    command grows it past the cap, kills every process of the container but the supervisor
+    (through the container's cgroup), so the command ends with `cause="disk"`. What it
+    overshoots by is what a command writes in 50 ms. Needs the engine on this host (the
+    upper directory readable); else the sandbox runs uncapped, with one warning."""
+
+    def __init__(self, upper: str, cgroup_procs: str, supervisor_pid: int, limit: int) -> None:
+        self.upper, self.cgroup_procs, self.supervisor_pid, self.limit = upper, cgroup_procs, supervisor_pid, limit
+        self.fired = False
+
+    @classmethod
+    def attach(cls, info: dict, limit: int) -> _DiskWatch | None:
+        upper = (info.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
+        pid = int((info.get("State") or {}).get("Pid") or 0)
+        if not upper or not pid or not os.path.isdir(upper):
+            return None
+        try:
+            with open(f"/proc/{pid}/cgroup") as f:
+                lines = [line.strip().split(":", 2) for line in f if line.count(":") >= 2]
+        except OSError:
+            return None
+        # The container's process list: the unified hierarchy (cgroup v2, or v2 beside v1),
+        # else v1's pids controller.
+        candidates = [f"/sys/fs/cgroup{path}" for hid, _, path in lines if hid == "0"]
+        candidates += [f"/sys/fs/cgroup/unified{path}" for hid, _, path in lines if hid == "0"]
+        candidates += [f"/sys/fs/cgroup/pids{path}" for _, names, path in lines if "pids" in names.split(",")]
+        for folder in candidates:
+            if os.path.exists(f"{folder}/cgroup.procs"):
+                return cls(upper, f"{folder}/cgroup.procs", pid, limit)
+        return None
+
+    def _over(self, baseline: int) -> bool:
+        used, entries = _layer_usage(self.upper, DISK_WATCH_MAX_ENTRIES)
+        return (used > self.limit and used > baseline) or entries > DISK_WATCH_MAX_ENTRIES
+
+    def _kill_commands(self) -> None:
+        try:
+            with open(self.cgroup_procs) as f:
+                pids = [int(line) for line in f if line.strip()]
+        except OSError:
+            return
+        for pid in pids:
+            if pid != self.supervisor_pid:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Watch the layer while the block runs; `fired` says whether a command was stopped."""
+        self.fired = False
+        baseline, _ = _layer_usage(self.upper, DISK_WATCH_MAX_ENTRIES)
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(DISK_WATCH_EVERY_S):
+                if self._over(baseline):
+                    self.fired = True
+                    self._kill_commands()
+
+        thread = threading.Thread(target=watch, name="sandbox-disk-watch", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
+
+
+_watch_warned = False
+
+
 # -- the transport ----------------------------------------------------------------------
 class _AttachTransport:
     """The container's attach socket: stdin in; stdout and stderr out, in framed chunks."""
@@ -344,7 +510,9 @@ def _teardown(
 class DockerSandbox(SupervisedSandbox):
     """A sandbox in a Docker container. See the module docstring for what is isolated."""
 
-    def __init__(self, spec: SandboxSpec, *, _image: str | None = None, _state: dict | None = None) -> None:
+    def __init__(
+        self, spec: SandboxSpec, *, _image: str | None = None, _state: dict | None = None, _user: str | None = None
+    ) -> None:
         self.spec = spec
         self._engine = client()
         image_name = _image or spec.image or DEFAULT_IMAGE
@@ -356,11 +524,16 @@ class DockerSandbox(SupervisedSandbox):
             image = ensure_image(self._engine, image_name)
             self.image = image.id
             run_image = image.id
+            # The command user: the spec's, else the image's USER. A fork's image is a commit
+            # of a container that ran as root (the supervisor): the parent's user goes along.
+            if _user is not None:
+                self.user = _user
+            else:
+                self.user = spec.user if spec.user is not None else image.attrs["Config"].get("User") or ""
             if spec.workspace is not None and _image is None:
                 if not Path(spec.workspace).is_dir():
                     raise SandboxError(f"workspace {spec.workspace} is not a directory")
-                user = spec.user if spec.user is not None else image.attrs["Config"].get("User") or ""
-                run_image = workspace_image(self._engine, image, Path(spec.workspace), spec.workdir, user)
+                run_image = workspace_image(self._engine, image, Path(spec.workspace), spec.workdir, self.user)
             self._start(run_image, image_name, _state)
         except ENGINE_ERRORS as exc:
             self.close()
@@ -386,10 +559,21 @@ class DockerSandbox(SupervisedSandbox):
                 "nproc": False,  # the pids cgroup counts per container, RLIMIT_NPROC per host uid
             },
             "state": state,
+            "user": {"name": self.user},
         }
+        storage_opt = None
+        if disk_quota_driver(self._engine) is not None:
+            size = limits.disk_bytes
+            if disk_quota_driver(self._engine) == "btrfs":
+                # btrfs counts what the container's snapshot references, the image included.
+                size += int(self._engine.api.inspect_image(image).get("Size") or 0)
+            storage_opt = {"size": str(size)}
+            config["probe_disk"] = True  # a qgroup does not show in statvfs
         host_config = api.create_host_config(
             network_mode="bridge" if spec.network else "none",
             cap_drop=["ALL"],
+            cap_add=SUPERVISOR_CAPS,
+            storage_opt=storage_opt,
             security_opt=["no-new-privileges"],
             pids_limit=limits.pids,
             mem_limit=limits.memory_bytes,
@@ -402,11 +586,12 @@ class DockerSandbox(SupervisedSandbox):
             auto_remove=True,
             log_config=docker.types.LogConfig(type="none"),
         )
-        created = api.create_container(
+        create = functools.partial(
+            api.create_container,
             image,
             command=["python3", "-S", "-c", SUPERVISOR_SOURCE, json.dumps(config)],
             entrypoint=[],
-            user=spec.user,  # None: the image's USER
+            user="0",  # the supervisor; it runs commands as `self.user`
             working_dir="/",
             hostname="sandbox",
             stdin_open=True,  # with attach, also StdinOnce: stdin closes when we go away
@@ -414,6 +599,13 @@ class DockerSandbox(SupervisedSandbox):
             network_disabled=not spec.network,
             host_config=host_config,
         )
+        try:
+            created = create()
+        except docker.errors.APIError as exc:
+            if "qgroup" not in str(exc):
+                raise
+            time.sleep(0.5)  # btrfs sometimes refuses a qgroup limit while it settles one
+            created = create()
         self.container_id = created["Id"]
         self._finalizer.detach()
         self._finalizer = weakref.finalize(
@@ -433,6 +625,27 @@ class DockerSandbox(SupervisedSandbox):
                 f"on PATH): {exc.explanation or exc}"
             ) from exc
         self._init_channel(self._transport, f"docker sandbox {self.container_id[:12]}", READY_TIMEOUT_S)
+        self._disk_watch = None
+        if storage_opt is None:
+            self._disk_watch = _DiskWatch.attach(api.inspect_container(self.container_id), limits.disk_bytes)
+            if self._disk_watch is None:
+                global _watch_warned
+                if not _watch_warned:
+                    _watch_warned = True
+                    logger.warning(
+                        "docker sandboxes run without a disk cap: the engine's storage cannot cap a "
+                        "container and its layers are not on this host to be watched"
+                    )
+
+    def exec(self, command: str, timeout: float | None = None, *, fresh: bool = False) -> ExecResult:
+        """See `Sandbox.exec`; where the engine cannot cap the container's disk, the host
+        watches the writable layer while the command runs (`_DiskWatch`)."""
+        watch = getattr(self, "_disk_watch", None)
+        if watch is None:
+            return super().exec(command, timeout, fresh=fresh)
+        with watch.watching():
+            result = super().exec(command, timeout, fresh=fresh)
+        return dataclasses.replace(result, cause="disk") if watch.fired else result
 
     def _describe(self) -> str:
         try:
@@ -465,7 +678,7 @@ class DockerSandbox(SupervisedSandbox):
             except ENGINE_ERRORS as exc:
                 raise SandboxError(f"{self._name}: could not commit the container for a fork: {exc}") from exc
         try:
-            return DockerSandbox(self.spec, _image=image["Id"], _state=state)
+            return DockerSandbox(self.spec, _image=image["Id"], _state=state, _user=self.user)
         except BaseException:
             _pending_images.add(image["Id"])
             _remove_pending_images(self._engine)

@@ -3,19 +3,31 @@
 Isolation: new pid, network, ipc and uts namespaces, so no network and no view of host
 processes; the host's /usr, /bin and /lib are mounted read-only for the toolchain, the rest
 of the root is a throwaway tmpfs, /tmp is a private size-capped tmpfs, and the workspace is
-the only disk the sandbox can write. Every command gets rlimits, a timeout that kills every
-process it left, an output cap and a process cap (see `_supervisor.py`).
+the only other place the sandbox can write, capped at `SandboxLimits.disk_bytes`. Every
+command gets rlimits, a timeout that kills every process it left, an output cap and a
+process cap (see `_supervisor.py`). The supervisor is pid 1 of the sandbox's pid namespace
+(bubblewrap `--as-pid-1`: no bubblewrap init above it), not dumpable, and out of the
+commands' reach; `_sandbox_init_pid()` is its host pid, and `/proc/<it>/root` the
+sandbox's root as seen from the host.
 
 Two layouts:
 - "overlay" (when the host runs this as root, the normal case here): bubblewrap runs without
-  a user namespace, the supervisor mounts the workspace as an overlay (read-only layers +
-  a private upper directory), then drops to a uid of the sandbox's own, so RLIMIT_NPROC
-  holds (it is ignored for uid 0, including root mapped in a user namespace) and nothing
-  in the sandbox keeps a capability. `fork()` copies only the upper directory (what
-  changed since the last fork or start) into a new shared read-only layer; the workspace
-  itself is never copied again.
-- "copy" (not root): bubblewrap in a user namespace over a full copy of the workspace;
-  `fork()` copies it whole. The process cap is then the supervisor's watchdog alone.
+  a user namespace; the supervisor (root, with CAP_SYS_ADMIN, CHOWN, DAC_OVERRIDE, FOWNER
+  for setup) mounts the workspace as an overlay: read-only layers + an upper directory on a
+  tmpfs of the sandbox's own (`disk_bytes`, mode 0700, in memory: never the host's disk),
+  then keeps only CAP_KILL/SETUID/SETGID/SETPCAP and runs commands under a uid of the
+  sandbox's own with no capability, so RLIMIT_NPROC holds (it is ignored for uid 0) and
+  commands cannot signal, trace or prlimit the supervisor. `fork()` copies only the upper
+  directory (what changed since the last fork or start), read from
+  /proc/<supervisor>/root, into a new shared read-only layer; the workspace itself is
+  never copied again (beyond MAX_LAYERS layers a fork flattens them into one).
+- "copy" (not root): bubblewrap in a user namespace, with no capability. The workspace is
+  a tmpfs of `disk_bytes` at the workdir, filled by the supervisor from a read-only bind of
+  the source (`spec.workspace`, or for a fork a host copy of the parent's workspace);
+  `fork()` copies it whole. The process cap is then the supervisor's watchdog alone, and
+  commands share the supervisor's one uid: pid 1 and non-dumpable still keep signals,
+  ptrace and /proc/1/fd from them, but `prlimit` on pid 1 is not refused (there is no
+  second uid in an unprivileged user namespace to give them).
 """
 
 from __future__ import annotations
@@ -45,6 +57,12 @@ SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.py"
 LAYERS_IN_SANDBOX = "/opt/sandbox/l"
 RW_IN_SANDBOX = "/opt/sandbox/rw"
+SOURCE_IN_SANDBOX = "/opt/sandbox/src"
+# What the overlay layout's supervisor starts with (it keeps KILL, SETUID, SETGID, SETPCAP).
+SUPERVISOR_SETUP_CAPS = (
+    "CAP_SYS_ADMIN", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER",
+    "CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+)  # fmt: skip
 # Read-only host paths the toolchain needs; nothing else of the host is visible.
 HOST_RO_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/etc/alternatives")
 HOST_RO_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/ssl/certs/ca-certificates.crt")
@@ -209,6 +227,7 @@ class LocalSandbox(SupervisedSandbox):
         self._root = Path(tempfile.mkdtemp(prefix="sandbox-"))
         reaper.write_owner_file(self._root)
         self._layers: list[_Layer] = []
+        self._source: Path | None = None  # the "copy" layout's read-only source
         state = None
         try:
             if self.layout == "overlay":
@@ -219,18 +238,18 @@ class LocalSandbox(SupervisedSandbox):
                     self._layers = [self._base_layer(spec.workspace)]
                 for layer in self._layers:
                     layer.acquire()
-                upper = self._root / "rw" / "upper"
-                upper.mkdir(parents=True)
-                (self._root / "rw" / "work").mkdir()
-                os.chown(upper, self.uid, self.uid)  # the merged workspace's root takes its owner
             else:
                 self.uid = os.getuid()
-                workspace = self._root / "workspace"
-                workspace.mkdir()
-                source = _fork["workspace"] if _fork is not None else self._checked_workspace(spec.workspace)
                 state = _fork["state"] if _fork is not None else None
-                if source is not None:
-                    _copy_tree(source, workspace)
+                if _fork is not None:
+                    # The parent's workspace lives on its own tmpfs: a host copy of it, for
+                    # the child to copy in (it is bound read-only, as `spec.workspace` is).
+                    workspace = self._root / "workspace"
+                    workspace.mkdir()
+                    _copy_tree(_fork["workspace"], workspace)
+                    self._source = workspace
+                else:
+                    self._source = self._checked_workspace(spec.workspace)
             self._write_identity()
             info_r, info_w = os.pipe()
             try:
@@ -309,10 +328,11 @@ class LocalSandbox(SupervisedSandbox):
         if self.layout == "overlay":
             config["overlay"] = {
                 "lower": [f"{LAYERS_IN_SANDBOX}/{i}" for i in range(len(self._layers))],
-                "upper": f"{RW_IN_SANDBOX}/upper",
-                "work": f"{RW_IN_SANDBOX}/work",
+                "rw": RW_IN_SANDBOX,
             }
-            config["uid"] = config["gid"] = self.uid
+            config["user"] = {"uid": self.uid, "gid": self.uid}
+        elif self._source is not None:
+            config["copy_in"] = SOURCE_IN_SANDBOX
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
         return [python, "-S", SUPERVISOR_IN_SANDBOX, json.dumps(config)]
 
@@ -343,16 +363,26 @@ class LocalSandbox(SupervisedSandbox):
         if self.layout == "overlay":
             for i, layer in enumerate(self._layers):  # top-most first, as overlayfs stacks them
                 args += ["--ro-bind", str(layer.tree), f"{LAYERS_IN_SANDBOX}/{i}"]
-            args += ["--bind", str(self._root / "rw"), RW_IN_SANDBOX, "--dir", spec.workdir]
-            # No user namespace: the supervisor mounts the overlay with these capabilities,
-            # then gives them all up with its switch to the sandbox's uid.
-            args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
-            args += ["--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            # The upper directory: on a tmpfs of the sandbox's own, capped at `disk_bytes`
+            # and reachable by root only (the supervisor), never on the host's disk.
+            args += ["--perms", "0700", "--size", str(spec.limits.disk_bytes), "--tmpfs", RW_IN_SANDBOX]
+            args += ["--dir", spec.workdir]
+            # No user namespace: the supervisor (pid 1, root) mounts the overlay with these
+            # capabilities (and DAC ones to reach the layers), keeps only KILL, SETUID, SETGID
+            # and SETPCAP, and runs commands as the sandbox's uid with none.
+            args += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+            args += ["--cap-drop", "ALL"]
+            for cap in SUPERVISOR_SETUP_CAPS:
+                args += ["--cap-add", cap]
             if not spec.network:
                 args.append("--unshare-net")
         else:
-            # Root of a user namespace, but with no capability even there.
-            args += ["--bind", str(self._root / "workspace"), spec.workdir, "--unshare-all", "--cap-drop", "ALL"]
+            # Root of a user namespace, but with no capability even there. The workspace: a
+            # tmpfs capped at `disk_bytes`, filled by the supervisor from a read-only bind.
+            args += ["--size", str(spec.limits.disk_bytes), "--tmpfs", spec.workdir]
+            if self._source is not None:
+                args += ["--ro-bind", str(self._source), SOURCE_IN_SANDBOX]
+            args += ["--unshare-all", "--as-pid-1", "--cap-drop", "ALL"]
             if spec.network:
                 args.append("--share-net")
         if spec.network:
@@ -406,7 +436,7 @@ class LocalSandbox(SupervisedSandbox):
                 layers = [flat]
             else:
                 layers = list(self._layers)
-                upper = self._root / "rw" / "upper"
+                upper = Path(f"/proc/{self._sandbox_init_pid()}/root{RW_IN_SANDBOX}/upper")
                 if any(upper.iterdir()):
                     snapshot = _Layer.new()
                     try:
@@ -424,8 +454,6 @@ class LocalSandbox(SupervisedSandbox):
 
     def _merged(self) -> Path:
         """The workspace as the sandbox sees it, from the host (through its init's root)."""
-        if self.layout == "copy":
-            return self._root / "workspace"
         pid = self._sandbox_init_pid()
         return Path(f"/proc/{pid}/root{self.spec.workdir}")
 
@@ -442,6 +470,7 @@ class LocalSandbox(SupervisedSandbox):
             raise SandboxError(f"{self._name}: bubblewrap gave no child pid ({data!r})") from exc
 
     def _sandbox_init_pid(self) -> int:
+        """The host pid of the sandbox's pid 1: its supervisor (bubblewrap `--as-pid-1`)."""
         return int(self._init_info["child-pid"])
 
     def close(self) -> None:

@@ -78,8 +78,13 @@ def validate(
             continue
         problems = []
         if not gold.resolved:
+            why = "; ".join(gold.problems) or f"failing: {', '.join(gold.failed)}"
+            problems.append(f"gold patch does not resolve it ({why})")
+        if gold.dropped:
             problems.append(
-                f"gold patch does not resolve it (failing: {', '.join(gold.failed) or 'patch did not apply'})"
+                "the gold patch changes protected paths, which never reach the grader: "
+                + ", ".join(f"{path} ({reason})" for path, reason in gold.dropped)
+                + " (list source paths the rule mistakes for tests in grading.unprotect)"
             )
         if empty.resolved:
             problems.append("the empty patch already resolves it (FAIL_TO_PASS tests pass without a fix)")

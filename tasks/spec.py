@@ -57,6 +57,14 @@ class GradingSpec(_Strict):
     """Tests the bug breaks; every one must pass for the task to count as resolved."""
     pass_to_pass: list[str] = Field(default_factory=list)
     """Tests that pass before and after; every one must still pass."""
+    protect: list[str] = Field(default_factory=list)
+    """Extra glob patterns (fnmatch, relative to the repository root) of paths whose changes
+    never reach the grader, beside the default rule (tests, runner configuration, start-up
+    hooks, modules shadowing the standard library or the runner: `agent_env.protected`)."""
+    unprotect: list[str] = Field(default_factory=list)
+    """Glob patterns exempted from the default rule's test-path and configuration checks,
+    for source that the rule would take for tests (Django's `django/test/**`). Paths the test
+    patch touches stay protected whatever this says."""
 
 
 class LimitsSpec(_Strict):

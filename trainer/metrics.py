@@ -9,6 +9,8 @@ and the learner's idle fraction, redrawn from the JSONL so it always matches it.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 PLOTTED = (
@@ -37,11 +39,23 @@ class MetricsWriter:
         for key, value in record.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
                 self._board.add_scalar(f"train/{key}", value, record["step"])
+        for kind, count in (record.get("reward_hack_blocked") or {}).items():
+            self._board.add_scalar(f"reward_hack_blocked/{kind}", count, record["step"])
         self._board.flush()
 
     def close(self) -> None:
         self._file.close()
         self._board.close()
+
+
+def reward_hacks_blocked(trajectories: Iterable) -> dict[str, int]:
+    """How many of a step's episodes tripped each rule of the grading contract
+    (`agent_env.grading`: `protected_files`, `runner_tampered`, `agent_broke_sandbox`, ...),
+    so a user sees when a policy starts probing the grader. Rules no episode tripped are left out."""
+    counts: Counter[str] = Counter()
+    for trajectory in trajectories:
+        counts.update(set(trajectory.info.get("reward_hack_blocked") or ()))
+    return dict(sorted(counts.items()))
 
 
 def plot(metrics_path: Path, out: Path) -> Path:

@@ -36,7 +36,7 @@ from tqdm import tqdm
 from agent_env import needs_environment, prepare_environments
 from tasks import Task, load_task_set
 from trainer.config import TrainConfig, load_config
-from trainer.metrics import MetricsWriter, plot
+from trainer.metrics import MetricsWriter, plot, reward_hacks_blocked
 from trainer.orchestrator.loop import Orchestrator, latest_checkpoint, start_ray
 from trainer.orchestrator.schedule import Batch, EpisodeJob, Schedule, TaskPicker
 
@@ -196,6 +196,7 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
                     success_rate=sum(bool(t.info["resolved"]) for t in trajectories) / len(trajectories),
                     turns_mean=sum(t.info["turns"] for t in trajectories) / len(trajectories),
                     format_errors=sum(t.info["format_errors"] for t in trajectories),
+                    reward_hack_blocked=reward_hacks_blocked(trajectories),
                     tokens=tokens,
                     tokens_per_s=round(tokens / max(now - last["time"], 1e-9), 1),
                     staleness_mean=sum(batch.staleness) / len(batch.staleness),

@@ -116,3 +116,40 @@ def test_openai_style_actions_are_accepted():
             ]
         }
         assert env.step(message)[0].startswith("hi")
+
+
+def _kill_sandbox_after_this_command(env: ToolEnv) -> None:
+    """Kill the sandbox's machinery from outside, as a command that broke it would."""
+    from tests.sandboxes.conftest import break_backend
+
+    break_backend(env.sandbox)
+
+
+def test_a_sandbox_the_agent_broke_is_its_own_zero():
+    with ToolEnv(TASK) as env:
+        env.reset()
+        env.step(bash("echo working"))
+        _kill_sandbox_after_this_command(env)
+        observation, reward, terminated, truncated, info = env.step(bash("echo still there?"))
+        assert observation.startswith("ERROR: the sandbox died")
+        assert (reward, terminated, truncated) == (0.0, True, False)
+        assert info["end"] == "agent_broke_sandbox" and info["reward_hack_blocked"] == ["agent_broke_sandbox"]
+        assert info["resolved"] is False and info["patch"] == ""
+
+
+def test_a_sandbox_that_dies_with_the_backend_is_an_infrastructure_error():
+    from sandboxes import SandboxError, make_sandbox
+
+    started = []
+
+    def factory(spec):
+        if started:  # the control sandbox cannot start: the backend itself is failing
+            raise SandboxError("backend down")
+        started.append(spec)
+        return make_sandbox(spec)
+
+    with ToolEnv(TASK, sandbox_factory=factory) as env:
+        env.reset()
+        _kill_sandbox_after_this_command(env)
+        with pytest.raises(SandboxError, match="a fresh sandbox fails too: backend down"):
+            env.step(bash("echo still there?"))

@@ -34,9 +34,9 @@ def _delete_patch(path: str, text: str) -> str:
     )
 
 
-def test_deleting_tests_does_not_pass():
-    # A visible test file the hidden test patch does not touch (so grading won't restore it)
-    # and that holds PASS_TO_PASS tests: deleting it must fail them as missing.
+def test_deleting_visible_tests_never_reaches_the_grader():
+    # A visible test file the hidden test patch does not touch, holding PASS_TO_PASS tests:
+    # its deletion is dropped, so the tests still run (and still decide the verdict).
     task, path = next(
         (t, p)
         for t in TASKS
@@ -44,10 +44,13 @@ def test_deleting_tests_does_not_pass():
         if str(p.relative_to(t.workspace)) not in t.test_files()
         and any(name.startswith(p.stem + ".") or f".{p.stem}." in name for name in t.grading.pass_to_pass)
     )
-    patch = _delete_patch(str(path.relative_to(task.workspace)), path.read_text())
-    result = grade_patch(task, task.gold_patch + patch)
-    assert result.patch_applied and not result.resolved
-    assert result.missing  # the deleted tests are missing from the log, hence failed
+    relative = str(path.relative_to(task.workspace))
+    patch = _delete_patch(relative, path.read_text())
+    alone = grade_patch(task, patch)
+    assert not alone.resolved and alone.dropped == ((relative, "test"),) and alone.blocked == ("protected_files",)
+    assert not alone.missing  # the deleted tests ran
+    with_gold = grade_patch(task, task.gold_patch + patch)
+    assert with_gold.resolved and with_gold.dropped == ((relative, "test"),)
 
 
 def test_editing_hidden_test_files_is_undone_before_grading():

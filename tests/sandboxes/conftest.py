@@ -37,7 +37,7 @@ def break_backend(sandbox: Sandbox) -> None:
         with contextlib.suppress(docker.errors.NotFound):  # AutoRemove may be quicker
             api.wait(sandbox.container_id, timeout=10)
     else:
-        init = sandbox._sandbox_init_pid()  # killing a pid namespace's init kills all in it
+        init = sandbox._sandbox_init_pid()  # the supervisor, pid 1: killing it kills all in it
         os.kill(init, signal.SIGKILL)
         deadline = time.monotonic() + 10
         while _alive(init) and time.monotonic() < deadline:
@@ -67,4 +67,10 @@ def harness(backend: str, tmp_path: Path) -> Harness:
             return LocalSandbox(spec, layout="copy")
         return make_sandbox(spec, backend)
 
-    return Harness(make=make, tmp=tmp_path, break_backend=break_backend)
+    disks = []
+    if backend == "docker":
+        from sandboxes.docker_backend import client
+
+        with contextlib.suppress(Exception):
+            disks.append(Path(client().info()["DockerRootDir"]))
+    return Harness(make=make, tmp=tmp_path, break_backend=break_backend, disks=disks)

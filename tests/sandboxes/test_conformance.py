@@ -1,6 +1,7 @@
 """Every backend passes the same behaviour checks and survives the same attacks
 (`sandboxes.conformance`), parametrised over `local` and `docker`."""
 
+
 import pytest
 
 from sandboxes.conformance import ATTACKS, CHECKS
@@ -12,5 +13,5 @@ def test_conformance(harness, check):
 
 
 @pytest.mark.parametrize("attack", sorted(ATTACKS))
-def test_attack(harness, attack):
+def test_attack(harness, backend, attack):
     ATTACKS[attack](harness)

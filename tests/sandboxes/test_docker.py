@@ -34,7 +34,9 @@ def test_hardened_by_default(engine):
         host, config = info["HostConfig"], info["Config"]
         limits = SandboxLimits()
         assert host["NetworkMode"] == "none"
-        assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
+        # The supervisor (pid 1, root) keeps these; commands run as the image's USER with none.
+        assert host["CapDrop"] == ["ALL"] and sorted(host["CapAdd"]) == ["KILL", "SETGID", "SETPCAP", "SETUID"]
+        assert config["User"] == "0"
         assert "no-new-privileges" in host["SecurityOpt"]
         assert host["PidsLimit"] == limits.pids
         assert host["Memory"] == host["MemorySwap"] == limits.memory_bytes

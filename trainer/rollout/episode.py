@@ -55,6 +55,7 @@ def run_episode(
             "resolved": end_info.get("resolved", False),
             "end": end_info.get("end"),
             "patch": end_info.get("patch", ""),
+            "reward_hack_blocked": list(end_info.get("reward_hack_blocked", ())),
         }
         return trajectory
     finally:

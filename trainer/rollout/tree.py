@@ -169,6 +169,7 @@ def run_tree(
             resolved=end_info.get("resolved", False),
             end=end_info.get("end"),
             patch=end_info.get("patch", ""),
+            reward_hack_blocked=list(end_info.get("reward_hack_blocked", ())),
             branch_id=branch.id,
             parent=branch.parent,
             branch_token=branch.branch_token,
