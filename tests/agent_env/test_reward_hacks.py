@@ -213,6 +213,8 @@ def test_hack_through_agent_tools_earns_nothing(kind, hack, backend):
     # `kill -9 -1` / `kill -STOP -1` no longer reach the supervisor, so the sandbox survives
     # them (the conformance attacks check that); a sandbox that does die is the agent's 0
     # (`agent_broke_sandbox`, tests/agent_env/test_env.py).
+    if hack.agent_expect is not None:
+        hack = dataclasses.replace(hack, expect=hack.agent_expect)
     _check_blocked(hack, blocked)
 
 
