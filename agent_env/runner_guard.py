@@ -57,10 +57,48 @@ tests ran" on Python >= 3.12, 2 for a usage error; pytest: its ExitCode as int),
 any tampering was recorded. If the tested code kills the process first (os._exit, a
 signal), no guard line appears; the grader treats that as an incomplete run.
 
+Test files. When NONCE_FILE's content starts with ``{`` it is JSON ``{"nonce": HEX, "files":
+{path relative to the cwd: sha256 hex}}`` (else the bare hex nonce): the grader's manifest of
+protected files. The guard hashes them before anything of the tests is imported, re-checks
+them at every test start (os.stat; re-hashed when size, mtime_ns, inode or device changed)
+and fully at the end ("test file X changed during the run" / "... deleted during the run").
+A manifest file is only ever executed from bytes the guard has just read and checked against
+its hash, never from a .pyc: ``SourceFileLoader.exec_module`` and pytest's
+``AssertionRewritingHook.exec_module`` / ``_rewrite_test`` are wrapped (pytest's rewritten-pyc
+cache is neither read nor written under the guard), so rewriting a test file before it is
+imported and restoring it later is caught. Every module whose ``__file__`` is a manifest file,
+and the module of every test that runs from a manifest file (by path, or by a dotted name a
+manifest file maps to), must be one the guard executed from verified bytes ("test module X was
+not loaded from its verified file"). The import machinery is snapshotted as well
+(importlib, importlib._bootstrap, ._bootstrap_external, .machinery, .util, zipimport, their
+classes, the ``sys.meta_path`` / ``sys.path_hooks`` / ``sys.path_importer_cache`` objects):
+at every test start and at the end the baseline ``sys.meta_path`` and ``sys.path_hooks`` must
+be a prefix of the current ones (appending, as six does, is fine; in pytest mode the baseline
+includes pytest's rewriting hook), and the cached finders of the manifest files' directories
+must be of the baseline finder classes with the standard loader classes.
+
+Objects that equal anything. In unittest mode the comparing asserts (assertEqual and its
+type-specific variants, assertNotEqual, assertAlmostEqual, assertIn, assertCountEqual, ... and
+their deprecated aliases) are wrapped before the snapshot: each operand, and each element of
+a list/tuple/set/dict (keys and values) up to two levels deep, must not claim equality with a
+fresh private probe (``x == probe`` truthy, ``x != probe`` falsy, or ``==`` raising other than
+TypeError/ValueError); one that does fails the assertion and is tampering ("an object that
+equals anything was compared in test X"). Objects of classes defined in the test modules are
+exempt, and so is ``unittest.mock.ANY`` when the running test's file mentions ``ANY``. In
+pytest mode the guard adds ``-o enable_assertion_pass_hook=true`` and implements
+pytest_assertion_pass, so rewritten asserts call pytest_assertrepr_compare for passing
+comparisons too; the guard's implementation probes the operands of ``==``, ``!=``, ``in`` and
+``not in`` the same way, and pytest's compare/pass hooks must be its own while a test runs.
+Not seen: comparisons outside asserts/assert methods (``assertTrue(a == b)``, ``if a != b:
+self.fail()``, comparisons inside helper functions of a non-test module), pytest asserts
+that are not rewritten (``--assert=plain``, helper modules not registered for rewriting),
+objects deeper than two levels, and an ``__eq__`` that recognises the probe's class.
+
 Limits, honestly: code running in the same process can in principle find and defeat
 anything in-process (walk frames or ``gc`` to the guard's state and the masked nonce, write
-to the private fd, patch a module the guard does not snapshot, install an import hook that
-rewrites test modules, register a conftest.py/plugin whose hooks rewrite reports). The
+to the private fd, patch a module the guard does not snapshot, mutate a verified test
+module's namespace after it was loaded, rewrite a test file that is not in the manifest,
+register a conftest.py/plugin whose hooks rewrite reports). The
 guard raises the bar and detects the common classes; the grader must also check the
 kernel's exit status, the log's consistency with the guard line, and that the patch adds no
 conftest.py or plugin. pytest-xdist workers are not guarded (reports reaching the
@@ -931,6 +969,13 @@ def _run_pytest(guard, args):
     for name in sorted(sys.modules):
         if name.startswith("pluggy.") and sys.modules[name] is not None:
             guard.add_module(sys.modules[name])
+    # pytest also runs unittest.TestCase tests (most SWE-bench repositories have them): the
+    # code under test must not alter unittest either (no-op asserts, a replaced run()).
+    import unittest
+
+    for name in UNITTEST_MODULES:
+        importlib.import_module(name)
+        guard.add_module(sys.modules[name], public=unittest)
     state = {"config": None}
 
     def nodeid(raw):

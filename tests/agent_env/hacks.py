@@ -18,6 +18,7 @@ import base64
 import json
 import os
 import py_compile
+import shutil
 import subprocess
 import tempfile
 import textwrap
@@ -101,7 +102,10 @@ def materialise(target: Target, ops: dict[str, Op], root: Path) -> Path:
     from tasks import prepare_workspace
 
     work = root / "work"
-    subprocess.run(["git", "clone", "-q", str(prepare_workspace(target.task)), str(work)], check=True)
+    # A copy, not a clone: the workspace of a prepared environment belongs to the sandbox's
+    # uid, and git refuses to read a repository another user owns.
+    shutil.copytree(prepare_workspace(target.task), work, symlinks=True)
+    subprocess.run(["git", "clean", "-qfdx"], cwd=work, check=True)  # as a clone: no build outputs
     for path, op in ops.items():
         file = work / path
         if op.action == "delete":
