@@ -35,7 +35,7 @@ from tqdm import tqdm
 
 from agent_env import needs_environment, prepare_environments
 from tasks import Task, load_task_set
-from trainer.config import TrainConfig, load_config
+from trainer.config import ConfigError, TrainConfig, load_config
 from trainer.metrics import MetricsWriter, plot, reward_hacks_blocked
 from trainer.orchestrator.loop import Orchestrator, latest_checkpoint, start_ray
 from trainer.orchestrator.schedule import Batch, EpisodeJob, Schedule, TaskPicker
@@ -276,11 +276,35 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
     return run_dir
 
 
+def usage() -> str:
+    """`--help`: what the command does, an example, and every config field with its default."""
+    lines = [
+        "usage: python -m trainer.train [CONFIG.yaml] [field=value ...]",
+        "",
+        __doc__.strip().splitlines()[0],
+        "",
+        "example: python -m trainer.train configs/train_swe.yaml steps=20 lr=3e-4",
+        "",
+        "fields (default, meaning):",
+    ]
+    for name, field in TrainConfig.model_fields.items():
+        meaning = " ".join((field.description or "").split())
+        lines.append(f"  {name}={field.get_default(call_default_factory=True)!r}  {meaning}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if any(arg in ("-h", "--help") for arg in argv):
+        print(usage())
+        return
     path = argv[0] if argv and "=" not in argv[0] else None
     overrides = argv[1:] if path else argv
-    train(load_config(path, overrides))
+    try:
+        config = load_config(path, overrides)
+    except ConfigError as exc:  # bad input: one line that names the file or field, no traceback
+        sys.exit(f"trainer.train: {exc}")
+    train(config)
 
 
 if __name__ == "__main__":

@@ -46,3 +46,20 @@ def test_value_scored_trees_need_a_critic():
     with pytest.raises(ConfigError, match="'tree_scorer'.*sapo has none"):
         load_config(None, ["algorithm=sapo", "rollout=tree"])
     assert load_config(None, ["algorithm=sapo", "rollout=tree", "tree_scorer=heuristic"]).rollout == "tree"
+
+
+def test_help_lists_every_field_and_bad_input_is_one_line(capsys):
+    from trainer.config import TrainConfig
+    from trainer.train import main
+
+    main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m trainer.train [CONFIG.yaml] [field=value ...]")
+    assert "example: python -m trainer.train configs/train_swe.yaml" in out
+    assert all(f"\n  {name}=" in out for name in TrainConfig.model_fields)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["missing.yaml"])
+    assert str(exit_info.value).startswith("trainer.train: missing.yaml: cannot read:")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["stepz=3"])
+    assert str(exit_info.value) == "trainer.train: override 'stepz=3': unknown field 'stepz'"
