@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_env.protected import BLOCK_OF_REASON, ProtectionRule, filter_patch
+from agent_env.protected import BLOCK_OF_REASON, ProtectionRule, filter_patch, protected_reason
 from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, prepare_workspace
 from tasks.log_parsers import ERROR, FAILED, PASSED, SKIPPED, XFAIL, log_parser
@@ -297,22 +297,47 @@ class _Crash(Exception):
     """The test run ended without a verdict: timeout, a dead sandbox, full storage."""
 
 
+def _apply(sandbox: Sandbox, path: str) -> ExecResult:
+    """`git apply` of a patch file in the grading sandbox: strict (no fuzz), no hooks."""
+    return sandbox.exec(f"git -c core.hooksPath=/dev/null apply --whitespace=nowarn {path}", timeout=60, fresh=True)
+
+
+def _test_file_manifest(sandbox: Sandbox, task: Task, folder: str) -> dict[str, str]:
+    """sha256 of the protected files the test run can import, by path: the runner guard
+    checks that none changes while the tests run. Every file of the test patch comes first;
+    in big repositories only those beside them are kept, 2000 at most."""
+    listed = sandbox.exec("git ls-files -z --cached --others --exclude-standard", timeout=60, fresh=True)
+    rule = protection_rule(task)
+    tests = list(task.test_files())
+    paths = tests + [
+        p
+        for p in dict.fromkeys(listed.output.split("\0") if listed.exit_code == 0 else ())
+        if p and p not in tests and "\n" not in p and protected_reason(p, rule) is not None
+    ]
+    if len(paths) > 2000:
+        dirs = tuple({p.rpartition("/")[0] + "/" for p in tests if "/" in p})
+        paths = tests + [p for p in paths[len(tests) :] if p.startswith(dirs)]
+    sandbox.write_file(f"{folder}/l", "\0".join(paths[:2000]))
+    hashed = sandbox.exec(f"xargs -0 sha256sum -- < {folder}/l 2>/dev/null; rm -f {folder}/l", timeout=120, fresh=True)
+    files = {}
+    for line in hashed.output.splitlines():
+        digest, sep, path = line.partition("  ")
+        if sep and len(digest) == 64 and not digest.startswith("\\"):
+            files[path] = digest
+    return files
+
+
 def _run_tests(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox]) -> _Run:
-    spec = sandbox_spec_for(task)
     try:
-        with factory(spec) as sandbox:
+        with factory(sandbox_spec_for(task)) as sandbox:
             if patch.strip():
                 sandbox.write_file(AGENT_PATCH, patch if patch.endswith("\n") else patch + "\n")
-                applied = sandbox.exec(
-                    f"git -c core.hooksPath=/dev/null apply --whitespace=nowarn {AGENT_PATCH}", timeout=60, fresh=True
-                )
+                applied = _apply(sandbox, AGENT_PATCH)
                 if applied.exit_code != 0:
                     return _Run(False, None, applied.output)
             if task.test_patch:
                 sandbox.write_file(TEST_PATCH, task.test_patch)
-                restored = sandbox.exec(
-                    f"git -c core.hooksPath=/dev/null apply --whitespace=nowarn {TEST_PATCH}", timeout=60, fresh=True
-                )
+                restored = _apply(sandbox, TEST_PATCH)
                 if restored.exit_code != 0:
                     raise GradingError(
                         f"task {task.id}: its test patch does not apply ({task.source}): {restored.output.strip()}"
@@ -321,30 +346,7 @@ def _run_tests(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox]
             folder = f"/tmp/.g{secrets.token_hex(8)}"
             command = guarded_command(task.grading.test_command, f"{folder}/guard.py", f"{folder}/n")
             if command is not None:
-                from agent_env.protected import protected_reason
-
-                # The guard's manifest: sha256 of the protected files the run can import (every
-                # file of the test patch first; in big repositories only those beside them).
-                listed = sandbox.exec("git ls-files -z --cached --others --exclude-standard", timeout=60, fresh=True)
-                rule = protection_rule(task)
-                tests = list(task.test_files())
-                paths = tests + [
-                    p
-                    for p in dict.fromkeys(listed.output.split("\0") if listed.exit_code == 0 else ())
-                    if p and p not in tests and "\n" not in p and protected_reason(p, rule) is not None
-                ]
-                if len(paths) > 2000:
-                    dirs = tuple({p.rpartition("/")[0] + "/" for p in tests if "/" in p})
-                    paths = tests + [p for p in paths[len(tests) :] if p.startswith(dirs)]
-                sandbox.write_file(f"{folder}/l", "\0".join(paths[:2000]))
-                hashed = sandbox.exec(
-                    f"xargs -0 sha256sum -- < {folder}/l 2>/dev/null; rm -f {folder}/l", timeout=120, fresh=True
-                )
-                files = {}
-                for line in hashed.output.splitlines():
-                    digest, sep, path = line.partition("  ")
-                    if sep and len(digest) == 64 and not digest.startswith("\\"):
-                        files[path] = digest
+                files = _test_file_manifest(sandbox, task, folder)
                 sandbox.write_file(f"{folder}/guard.py", GUARD_SOURCE.read_bytes())
                 sandbox.write_file(f"{folder}/n", json.dumps({"nonce": nonce, "files": files}))
             run = sandbox.exec(command or task.grading.test_command, timeout=task.limits.grading_timeout_s, fresh=True)
