@@ -39,7 +39,7 @@ DIFF_COMMAND = (
     "set -e; cd {workdir}; g=$(mktemp -d); trap 'rm -rf \"$g\"' EXIT; "
     "export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null HOME=$g XDG_CONFIG_HOME=$g GIT_ATTR_NOSYSTEM=1 "
     "GIT_OPTIONAL_LOCKS=0 GIT_TERMINAL_PROMPT=0; "
-    "git init -q --bare \"$g/git\"; printf '%s' {ignored} > \"$g/git/info/exclude\"; "
+    'git init -q --bare "$g/git"; printf \'%s\' {ignored} > "$g/git/info/exclude"; '
     "export GIT_DIR=$g/git GIT_WORK_TREE=$PWD GIT_INDEX_FILE=$g/index GIT_ALTERNATE_OBJECT_DIRECTORIES=$PWD/.git/objects; "
     "git -c core.hooksPath=/dev/null -c core.fsmonitor=false read-tree {base}; "
     "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.autocrlf=false add -A; "

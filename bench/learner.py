@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 
 from bench.common import RESULTS, percentile, report
-from trainer.engines.hf import HFEngine
+from trainer.inference.engines.hf import HFEngine
+from trainer.inference.models import ValueModel, load_policy
+from trainer.inference.trajectory import Trajectory
 from trainer.learner import SAOLearner, _batch, token_logprobs
-from trainer.models import ValueModel, load_policy
-from trainer.trajectory import Trajectory
 
 ROUNDS = 12
 

@@ -14,9 +14,9 @@ import time
 from agent_env import ToolEnv
 from bench.common import arguments, percentile, report
 from tasks import builtin_tasks
-from trainer.engines.hf import HFEngine
-from trainer.models import load_policy, load_tokenizer
-from trainer.rollout import ChatFormat, HeuristicScorer, run_episode, run_tree
+from trainer.inference.engines.hf import HFEngine
+from trainer.inference.models import load_policy, load_tokenizer
+from trainer.inference.rollout import ChatFormat, HeuristicScorer, run_episode, run_tree
 
 TASKS = 4
 BRANCHES = 4

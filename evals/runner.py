@@ -159,9 +159,9 @@ class AgentSolver:
         seed: int,
         sandbox_factory: SandboxFactory | None = None,
     ) -> None:
-        from trainer.engines import make_engine  # lazy: the hf engine imports torch
-        from trainer.models import load_tokenizer
-        from trainer.rollout import ChatFormat
+        from trainer.inference.engines import make_engine  # lazy: the hf engine imports torch
+        from trainer.inference.models import load_tokenizer
+        from trainer.inference.rollout import ChatFormat
 
         self.name = model
         self.chat = ChatFormat(load_tokenizer(tokenizer or model))
@@ -171,7 +171,7 @@ class AgentSolver:
         self.sandbox_factory = sandbox_factory
 
     def __call__(self, task: Task, index: int, *, grade: bool) -> Attempt:
-        from trainer.rollout import run_episode
+        from trainer.inference.rollout import run_episode
 
         env = RecordingEnv(
             task, sandbox_factory=self.sandbox_factory, max_turns=min(self.max_turns, task.limits.max_turns)
@@ -187,12 +187,12 @@ class AgentSolver:
             seed=self.seed + index,
         )
         return Attempt(
-            patch=trajectory.info["patch"],
+            patch=trajectory.patch,
             grade=env.grade,
             transcript=env.transcript,
-            turns=trajectory.info["turns"],
+            turns=trajectory.turns,
             tokens=len(trajectory),
             policy_tokens=trajectory.num_policy_tokens,
-            end=trajectory.info["end"],
+            end=trajectory.end,
             solve_s=round(time.monotonic() - started, 3),
         )

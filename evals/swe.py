@@ -50,7 +50,7 @@ from evals.store import RunStore, trajectory_name
 from evals.validate import build_quarantine, needs_rerun, read_quarantine, write_quarantine
 from sandboxes import SandboxError, make_sandbox
 from tasks import Task, TaskError, load_task_set
-from trainer.engines.openai import EngineError
+from trainer.inference.engines.base import EngineError
 
 __all__ = ["evaluate", "main", "markdown_report", "status_of", "summarize"]
 

@@ -15,10 +15,10 @@ from trainer.config import TrainConfig
 def build_learner(config: TrainConfig, *, mesh=None):
     """(learner, tokenizer) for `config`: the policy and, when the algorithm uses one, its
     critic. SAPO gets no critic: its policy gains the two value tokens (w+, w-) instead, and
-    the returned tokenizer names them (`trainer.models.reserve_value_tokens`)."""
+    the returned tokenizer names them (`trainer.inference.models.reserve_value_tokens`)."""
     from trainer.algorithms import get_algorithm
+    from trainer.inference.models import ValueModel, load_policy, load_tokenizer, reserve_value_tokens
     from trainer.learner import Learner
-    from trainer.models import ValueModel, load_policy, load_tokenizer, reserve_value_tokens
 
     spec = get_algorithm(config.algorithm)
     tokenizer = load_tokenizer(config.model)
@@ -59,13 +59,13 @@ def engine_model(config: TrainConfig) -> str:
     """The model name or folder the rollout engine serves: the config's model, except for
     `engine=vllm` under an algorithm with a shared value head (SAPO) when that model lacks
     the value rows. vLLM cannot add vocabulary rows in place, so the engine then serves an
-    export of the grown policy (`trainer.engines.vllm.export_with_value_tokens`), made once
+    export of the grown policy (`trainer.inference.engines.vllm.export_with_value_tokens`), made once
     under `<output_dir>/engine-models/` and reused, and the learner's updates fit it."""
     if config.engine != "vllm":
         return config.model
     from trainer.algorithms import get_algorithm
-    from trainer.engines.vllm import export_with_value_tokens, recorded_value_token_ids, sapo_export_folder
-    from trainer.models import resolve_model_path
+    from trainer.inference.engines.vllm import export_with_value_tokens, recorded_value_token_ids, sapo_export_folder
+    from trainer.inference.models import resolve_model_path
 
     if get_algorithm(config.algorithm).critic != "shared" or recorded_value_token_ids(resolve_model_path(config.model)):
         return config.model
@@ -75,7 +75,7 @@ def engine_model(config: TrainConfig) -> str:
 
 def build_engine(config: TrainConfig):
     """The rollout engine named by `config.engine`, serving `engine_model(config)`."""
-    from trainer.engines import make_engine
+    from trainer.inference.engines import make_engine
 
     return make_engine(config.engine, engine_model(config), seed=config.seed)
 

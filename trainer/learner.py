@@ -10,7 +10,7 @@ advantages over the rollouts of each `group_id` and no critic (`dapo` also drops
 whose rewards are all equal).
 
 `sapo` (arXiv 2608.19842) has no critic model: one model is policy and value. Two vocabulary
-rows appended by `trainer.models.reserve_value_tokens` (w+ and w-) carry the readout
+rows appended by `trainer.inference.models.reserve_value_tokens` (w+ and w-) carry the readout
 `V = r_max * clip((z_w+ - z_w-) / tau_v, -1, 1)`: V before each turn is read from the logits
 that choose its first token, Q after it from the logits at its last token. The step: one
 forward gives the policy logprobs and every V/Q readout -> turn-level GAE (`gamma` and
@@ -75,9 +75,9 @@ from trainer.algorithms.sapo import (
     turn_gae,
     turn_positions,
 )
-from trainer.models import ValueModel
-from trainer.models import value_token_ids as recorded_value_token_ids
-from trainer.trajectory import Trajectory
+from trainer.inference.models import ValueModel
+from trainer.inference.models import value_token_ids as recorded_value_token_ids
+from trainer.inference.trajectory import Trajectory
 
 
 class CheckpointError(RuntimeError):
@@ -237,7 +237,7 @@ class Learner:
             if ids is None:
                 raise ValueError(
                     f"algorithm {algorithm!r} reads values from two reserved tokens: call "
-                    "trainer.models.reserve_value_tokens(policy, tokenizer) first, or pass value_token_ids"
+                    "trainer.inference.models.reserve_value_tokens(policy, tokenizer) first, or pass value_token_ids"
                 )
             rows = policy.get_output_embeddings().weight.shape[0]
             if len(set(ids)) != 2 or not all(0 <= i < rows for i in ids):
@@ -283,6 +283,7 @@ class Learner:
         self.skipped_steps = 0
         self._bad_in_a_row = 0
         self._sequence_advantages: dict[int, float] = {}
+        self._advantages: dict[str, float] = {}
 
     # -- batching -------------------------------------------------------------------------
     def _prepare(
@@ -381,6 +382,7 @@ class Learner:
         return trajectories, dropped
 
     def step(self, trajectories: list[Trajectory]) -> dict[str, float]:
+        self._advantages = {}
         if not trajectories:
             raise ValueError("learner step needs at least one trajectory")
         if self.spec.critic == "shared":
@@ -400,7 +402,7 @@ class Learner:
             mask = batch["policy_mask"].float()
             means = ((advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).tolist()
             for trajectory, mean in zip(group, means, strict=False):
-                trajectory.info["advantage"] = mean  # curricula read learnability from it
+                self._advantages[trajectory.trajectory_id] = mean  # curricula read learnability from it
 
         # Policy: one step, gradients accumulated over micro-batches.
         stats_sum: dict[str, float] = {}
@@ -542,7 +544,7 @@ class Learner:
             mask = batch["policy_mask"]
             token_means = ((advantages * mask).sum(-1) / mask.sum(-1).clamp(min=1)).tolist()
             for trajectory, value in zip(group, token_means, strict=False):
-                trajectory.info["advantage"] = value  # curricula read learnability from it
+                self._advantages[trajectory.trajectory_id] = value  # curricula read learnability from it
             values = readout.gather(1, layout["v_index"])
             terms = sapo_loss_terms(
                 logp,

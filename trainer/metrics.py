@@ -54,7 +54,7 @@ def reward_hacks_blocked(trajectories: Iterable) -> dict[str, int]:
     so a user sees when a policy starts probing the grader. Rules no episode tripped are left out."""
     counts: Counter[str] = Counter()
     for trajectory in trajectories:
-        counts.update(set(trajectory.info.get("reward_hack_blocked") or ()))
+        counts.update(set(trajectory.reward_hack_blocked))
     return dict(sorted(counts.items()))
 
 

@@ -55,9 +55,9 @@ def _available(tasks: list[Task]) -> list[Task]:
 def _demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory) -> list:
     """Gold trajectories: each task's gold patch applied through the agent's own tools."""
     from agent_env import ToolEnv, gold_actions
-    from trainer.engines.scripted import ScriptedEngine
-    from trainer.models import load_tokenizer
-    from trainer.rollout import ChatFormat, run_episode
+    from trainer.inference.engines.scripted import ScriptedEngine
+    from trainer.inference.models import load_tokenizer
+    from trainer.inference.rollout import ChatFormat, run_episode
 
     chat = ChatFormat(load_tokenizer(config.model))
     return [
@@ -87,7 +87,7 @@ def _evaluate(orchestrator: Orchestrator, tasks: list[Task], episodes: int) -> d
     trajectories = orchestrator.play(jobs)
     per_task: dict[str, list[bool]] = {}
     for trajectory in trajectories:
-        per_task.setdefault(trajectory.task_id, []).append(bool(trajectory.info["resolved"]))
+        per_task.setdefault(trajectory.task_id, []).append(trajectory.resolved)
     solved = sum(sum(v) for v in per_task.values())
     return {
         "episodes": len(trajectories),  # fewer than asked when infrastructure failed
@@ -193,15 +193,15 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
                 tokens = sum(len(t) for t in trajectories)
                 out.update(
                     reward_mean=sum(t.reward for t in trajectories) / len(trajectories),
-                    success_rate=sum(bool(t.info["resolved"]) for t in trajectories) / len(trajectories),
-                    turns_mean=sum(t.info["turns"] for t in trajectories) / len(trajectories),
-                    format_errors=sum(t.info["format_errors"] for t in trajectories),
+                    success_rate=sum(t.resolved for t in trajectories) / len(trajectories),
+                    turns_mean=sum(t.turns for t in trajectories) / len(trajectories),
+                    format_errors=sum(t.format_errors for t in trajectories),
                     reward_hack_blocked=reward_hacks_blocked(trajectories),
                     tokens=tokens,
                     tokens_per_s=round(tokens / max(now - last["time"], 1e-9), 1),
                     staleness_mean=sum(batch.staleness) / len(batch.staleness),
                     staleness_max=max(batch.staleness),
-                    episode_seconds=[t.info["episode_seconds"] for t in trajectories],
+                    episode_seconds=[t.episode_seconds for t in trajectories],
                 )
             if pac is not None:
                 out["curriculum"] = {f: round(pac.posterior(f)[0], 4) for f in pac.families}

@@ -18,7 +18,7 @@ ROOT = Path(__file__).parents[2]
 @pytest.fixture(scope="module")
 def tiny_folder(tmp_path_factory):
     """The tiny model with random weights saved as a Hugging Face folder vLLM can load."""
-    from trainer.models import load_policy, load_tokenizer
+    from trainer.inference.models import load_policy, load_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny")
     load_policy("tiny", seed=0).save_pretrained(folder)
@@ -29,7 +29,7 @@ def tiny_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def engine(tiny_folder):
     pytest.importorskip("vllm")
-    from trainer.engines.vllm import VLLMEngine
+    from trainer.inference.engines.vllm import VLLMEngine
 
     return VLLMEngine(str(tiny_folder), dtype="float32", gpu_memory_utilization=0.2, max_model_len=2048)
 
@@ -48,7 +48,7 @@ def test_vllm_logprobs_match_the_learner(engine, tiny_folder):
 
 
 def test_vllm_weight_update_changes_outputs_and_version(engine):
-    from trainer.models import load_policy
+    from trainer.inference.models import load_policy
 
     before = engine.generate([[5, 6, 7]], max_new_tokens=8, temperature=0.0)[0].token_ids
     engine.load_weights(load_policy("tiny", seed=1).state_dict(), version=1)
@@ -62,7 +62,7 @@ def test_vllm_weight_update_changes_outputs_and_version(engine):
 def test_fsdp2_nccl_and_bf16_on_one_gpu(tmp_path):
     code = (
         "import torch; from trainer import distributed; from trainer.learner import Learner; "
-        "from trainer.models import ValueModel, load_policy; from tests.trainer.fsdp_worker import fixed_batch; "
+        "from trainer.inference.models import ValueModel, load_policy; from tests.trainer.fsdp_worker import fixed_batch; "
         "mesh = distributed.init_from_env(); p = load_policy('tiny', seed=0); "
         "l = Learner(p, ValueModel.from_policy(p), pad_id=0, mesh=mesh, bf16=True, lr=1e-3); "
         "m = l.step(fixed_batch()); assert m['version'] == 1 and m['policy_tokens'] > 0, m; print('ok', m); "
@@ -84,9 +84,9 @@ def test_vllm_on_a_sapo_export_never_samples_the_value_tokens(engine, tmp_path_f
     learner's with those ids at -inf, and the learner's full state loads in place. An engine
     on the original vocabulary refuses that state before touching its workers."""
     pytest.importorskip("vllm")
-    from trainer.engines.vllm import VLLMEngine, export_with_value_tokens, sapo_export_folder
+    from trainer.inference.engines.vllm import VLLMEngine, export_with_value_tokens, sapo_export_folder
+    from trainer.inference.models import load_policy, reserve_value_tokens
     from trainer.learner import token_logprobs
-    from trainer.models import load_policy, reserve_value_tokens
 
     folder = export_with_value_tokens("tiny", sapo_export_folder("tiny", seed=0, root=tmp_path_factory.mktemp("m")))
     banned = (2048, 2049)

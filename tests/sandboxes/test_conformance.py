@@ -1,7 +1,6 @@
 """Every backend passes the same behaviour checks and survives the same attacks
 (`sandboxes.conformance`), parametrised over `local` and `docker`."""
 
-
 import pytest
 
 from sandboxes.conformance import ATTACKS, CHECKS

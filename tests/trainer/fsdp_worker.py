@@ -9,9 +9,9 @@ from pathlib import Path
 import torch
 
 from trainer import distributed
+from trainer.inference.models import ValueModel, load_policy
+from trainer.inference.trajectory import Trajectory
 from trainer.learner import SAOLearner, token_logprobs
-from trainer.models import ValueModel, load_policy
-from trainer.trajectory import Trajectory
 
 LENGTHS = [(9, 5, 3, 4), (6, 7, 2, 6), (12, 3, 4, 2), (5, 4, 3, 5), (8, 6, 2, 3)]
 REWARDS = [1.0, 0.0, 1.0, 1.0, 0.0]

@@ -19,7 +19,7 @@ from trainer.algorithms import (
     place_turn_rewards,
     skip_observation_gae,
 )
-from trainer.models import ValueModel, load_policy
+from trainer.inference.models import ValueModel, load_policy
 
 small = st.floats(-3.0, 3.0, allow_nan=False)
 

@@ -18,7 +18,7 @@ from trainer.algorithms import (
     turn_gae,
     turn_positions,
 )
-from trainer.models import ValueModel, load_policy
+from trainer.inference.models import ValueModel, load_policy
 
 small = st.floats(-3.0, 3.0, allow_nan=False)
 logps = st.floats(-4.0, -0.01)

@@ -4,11 +4,11 @@ import torch
 from agent_env import ToolEnv, gold_actions
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
-from trainer.engines.hf import HFEngine
-from trainer.engines.scripted import ScriptedEngine
+from trainer.inference.engines.hf import HFEngine
+from trainer.inference.engines.scripted import ScriptedEngine
+from trainer.inference.models import load_policy, load_tokenizer
+from trainer.inference.rollout import ChatFormat, run_episode
 from trainer.learner import token_logprobs
-from trainer.models import load_policy, load_tokenizer
-from trainer.rollout import ChatFormat, run_episode
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_scripted_gold_episode_records_masks_and_reward(chat):
     task = builtin_tasks()[0]
     engine = ScriptedEngine(gold_actions(task), chat.encode, chat.end_id, version=2)
     trajectory = run_episode(ToolEnv(task), engine, chat, max_new_tokens=4096, max_total_tokens=50_000)
-    assert trajectory.reward == 1.0 and trajectory.terminated and trajectory.info["resolved"]
+    assert trajectory.reward == 1.0 and trajectory.terminated and trajectory.resolved
     assert len(trajectory.turn_starts) == 2
     n = len(trajectory)
     assert len(trajectory.policy_mask) == len(trajectory.logprobs) == len(trajectory.versions) == n
@@ -100,7 +100,7 @@ def test_token_budget_truncates_the_episode(chat):
         seed=0,
     )
     assert trajectory.truncated and not trajectory.terminated
-    assert trajectory.info["end"] in ("token_limit", "max_turns")
+    assert trajectory.end in ("token_limit", "max_turns")
     assert len(trajectory) <= 10_000
 
 

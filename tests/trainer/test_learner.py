@@ -1,9 +1,9 @@
 import pytest
 import torch
 
+from trainer.inference.models import ValueModel, load_policy, reserve_value_tokens
+from trainer.inference.trajectory import Trajectory
 from trainer.learner import CheckpointError, NonFiniteError, SAOLearner, token_logprobs
-from trainer.models import ValueModel, load_policy, reserve_value_tokens
-from trainer.trajectory import Trajectory
 
 
 def make_trajectory(policy, reward: float, seed: int) -> Trajectory:

@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from trainer.engines.openai import EngineError, OpenAIEngine
+from trainer.inference.engines import EngineError
+from trainer.inference.engines.openai import OpenAIEngine
 
 
 class FakeServer:

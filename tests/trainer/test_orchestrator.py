@@ -70,8 +70,8 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
     token records the version that sampled it, and its logprob is that version's. A tree
     spanning the update keeps its shared prefix's versions in every branch."""
     from tasks import builtin_tasks
+    from trainer.inference.models import load_policy
     from trainer.learner import token_logprobs
-    from trainer.models import load_policy
 
     task = builtin_tasks()[0]
     worker = RolloutWorker(

@@ -1,12 +1,12 @@
 """`reward_hack_blocked`: per step, how many episodes tripped each grading rule."""
 
+from trainer.inference.trajectory import Trajectory
 from trainer.metrics import reward_hacks_blocked
-from trainer.trajectory import Trajectory
 
 
 def _trajectory(blocked):
     t = Trajectory(task_id="t")
-    t.info = {"reward_hack_blocked": blocked}
+    t.reward_hack_blocked = list(blocked or ())
     return t
 
 

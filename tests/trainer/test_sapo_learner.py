@@ -18,10 +18,10 @@ from tests.trainer.fsdp_worker import fixed_batch
 from tests.trainer.test_learner import make_trajectory
 from trainer.build import build_learner
 from trainer.config import ConfigError, TrainConfig, load_config
-from trainer.engines.hf import HFEngine
-from trainer.engines.weights import WeightSyncError
+from trainer.inference.engines.hf import HFEngine
+from trainer.inference.engines.weights import WeightSyncError
+from trainer.inference.models import VALUE_TOKENS, ValueModel, load_policy, load_tokenizer, reserve_value_tokens
 from trainer.learner import CheckpointError, Learner, token_logprobs
-from trainer.models import VALUE_TOKENS, ValueModel, load_policy, load_tokenizer, reserve_value_tokens
 
 CPU_DEMO = Path(__file__).parents[2] / "configs" / "train_swe.yaml"
 PLUS, MINUS = 2048, 2049  # the tiny vocabulary has 2048 rows; the two value rows follow
@@ -101,7 +101,7 @@ def test_sapo_step_trains_policy_and_value_rows_with_finite_losses():
     assert not torch.equal(rows[PLUS], head[PLUS]) and not torch.equal(
         rows[PLUS] - rows[MINUS], head[PLUS] - head[MINUS]
     )
-    assert all("advantage" in t.info for t in trajectories)
+    assert set(learner._advantages) == {t.trajectory_id for t in trajectories}
 
 
 def test_policy_logprobs_never_see_the_value_rows():
@@ -235,7 +235,7 @@ def test_engine_keeps_its_weights_when_an_update_does_not_fit():
 
 
 def test_an_exported_sapo_policy_is_banned_by_any_engine_that_loads_it(tmp_path):
-    from trainer.engines import make_engine
+    from trainer.inference.engines import make_engine
 
     learner, tokenizer = sapo(lr=1e-3)
     learner.step([make_trajectory(load_policy("tiny", seed=3), 1.0, 0)])

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from trainer.algorithms import PACController
+from trainer.inference.trajectory import Trajectory
 from trainer.orchestrator.schedule import EpisodeResult, Schedule, TaskPicker, staleness
-from trainer.trajectory import Trajectory
 
 TASKS = [("a", "f1"), ("b", "f1"), ("c", "f2")]
 
@@ -15,7 +15,7 @@ def _trajectory(job, version: int, *, tokens: int = 3) -> Trajectory:
     trajectory = Trajectory(task_id=job.task_id, reward=1.0)
     trajectory.extend([1, 2], policy=False)
     trajectory.extend([5] * tokens, policy=True, logprobs=[-0.1] * tokens, version=version)
-    trajectory.info = {"resolved": True, "turns": 1, "format_errors": 0}
+    trajectory.resolved, trajectory.turns = True, 1
     return trajectory
 
 
@@ -125,9 +125,7 @@ def test_state_round_trip_resumes_with_the_same_future():
                 schedule.finish(EpisodeResult(job_id, [_trajectory(job, schedule.steps_done)]))
             batch = schedule.take_batch(schedule.steps_done)
             if batch is not None:
-                for trajectory in batch.trajectories:
-                    trajectory.info["advantage"] = 0.5
-                schedule.picker.observe(batch.trajectories)
+                schedule.picker.observe(batch.trajectories, {t.trajectory_id: 0.5 for t in batch.trajectories})
                 schedule.learner_done()
         return running
 

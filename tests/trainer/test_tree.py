@@ -6,11 +6,11 @@ import pytest
 from agent_env import ToolEnv, gold_actions
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
-from trainer.engines.hf import HFEngine
-from trainer.engines.scripted import ReplayEngine, ScriptedEngine
-from trainer.models import load_policy, load_tokenizer
-from trainer.rollout import ChatFormat, HeuristicScorer, run_episode, run_tree
-from trainer.rollout.tree import Branch, is_degenerate
+from trainer.inference.engines.hf import HFEngine
+from trainer.inference.engines.scripted import ReplayEngine, ScriptedEngine
+from trainer.inference.models import load_policy, load_tokenizer
+from trainer.inference.rollout import ChatFormat, HeuristicScorer, run_episode, run_tree
+from trainer.inference.rollout.tree import Branch, is_degenerate
 
 pytestmark = needs_bwrap
 TASK = builtin_tasks()[0]
@@ -54,8 +54,8 @@ def test_branches_equal_independent_episodes_with_the_same_tokens(chat):
         assert alone.policy_mask == trajectory.policy_mask
         assert alone.reward == trajectory.reward
         assert trajectory.group_id == "t"
-    children = [t for t in trajectories if t.info["parent"] is not None]
-    assert children and all(0 < t.info["branch_token"] < len(t) for t in children)
+    children = [t for t in trajectories if t.parent is not None]
+    assert children and all(0 < t.branch_token < len(t) for t in children)
     assert stats.unique_tokens < stats.linear_tokens  # shared prefixes are counted once
 
 
@@ -92,7 +92,7 @@ def test_degenerate_branches_are_pruned_and_kept_as_negatives(chat):
     )  # fmt: skip
     assert stats.pruned == 1
     (only,) = trajectories
-    assert only.info["pruned"] and only.info["end"] == "pruned:repeated_action"
+    assert only.pruned and only.end == "pruned:repeated_action"
     assert only.reward == 0.0 and only.truncated  # graded as it stood: a negative, not dropped
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.engines.vllm import sampling_options, to_generation
+from trainer.inference.engines.vllm import sampling_options, to_generation
 
 
 @dataclass
@@ -73,7 +73,7 @@ def test_a_sampled_banned_id_is_an_error():
 
 @pytest.fixture(scope="module")
 def sapo_export(tmp_path_factory):
-    from trainer.engines.vllm import export_with_value_tokens, sapo_export_folder
+    from trainer.inference.engines.vllm import export_with_value_tokens, sapo_export_folder
 
     root = tmp_path_factory.mktemp("engine-models")
     return export_with_value_tokens("tiny", sapo_export_folder("tiny", seed=0, root=root), seed=0)
@@ -85,8 +85,8 @@ def test_the_grown_export_loads_with_transformers_and_records_the_value_tokens(s
     import torch
     from transformers import AutoModelForCausalLM
 
-    from trainer.engines.vllm import recorded_value_token_ids
-    from trainer.models import VALUE_TOKENS, load_policy, load_tokenizer, reserve_value_tokens
+    from trainer.inference.engines.vllm import recorded_value_token_ids
+    from trainer.inference.models import VALUE_TOKENS, load_policy, load_tokenizer, reserve_value_tokens
 
     model = AutoModelForCausalLM.from_pretrained(sapo_export)
     assert model.get_input_embeddings().weight.shape[0] == PLUS + 2
@@ -102,7 +102,7 @@ def test_the_grown_export_loads_with_transformers_and_records_the_value_tokens(s
 
 
 def test_the_export_folder_is_deterministic_and_reused(sapo_export):
-    from trainer.engines.vllm import export_with_value_tokens, sapo_export_folder
+    from trainer.inference.engines.vllm import export_with_value_tokens, sapo_export_folder
 
     root = sapo_export.parent
     assert sapo_export_folder("tiny", seed=0, root=root) == sapo_export
@@ -130,8 +130,8 @@ def test_engine_model_exports_only_for_vllm_under_sapo(tmp_path, sapo_export):
 
 
 def test_a_weight_update_with_more_rows_is_refused_before_any_worker():
-    from trainer.engines.vllm import VLLMEngine, check_vocabulary_rows
-    from trainer.models import load_policy, reserve_value_tokens
+    from trainer.inference.engines.vllm import VLLMEngine, check_vocabulary_rows
+    from trainer.inference.models import load_policy, reserve_value_tokens
 
     check_vocabulary_rows({"model.embed_tokens.weight": (PLUS, 64), "lm_head.weight": (PLUS, 64)}, PLUS)
     with pytest.raises(ValueError, match=r"model.embed_tokens.weight has 2050 vocabulary rows .* has 2048;.*export"):

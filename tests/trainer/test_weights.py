@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from trainer.engines.hf import HFEngine
-from trainer.engines.weights import WeightSyncError, assemble, make_buckets
-from trainer.models import load_policy
+from trainer.inference.engines.hf import HFEngine
+from trainer.inference.engines.weights import WeightSyncError, assemble, make_buckets
+from trainer.inference.models import load_policy
 
 
 def test_buckets_round_trip_within_the_size_limit():

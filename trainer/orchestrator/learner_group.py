@@ -13,7 +13,7 @@ import os
 import time
 
 from trainer.config import TrainConfig
-from trainer.trajectory import Trajectory
+from trainer.inference.trajectory import Trajectory
 
 
 class LearnerRank:
@@ -64,11 +64,10 @@ class LearnerRank:
     def step(self, trajectories: list[Trajectory]) -> dict:
         started = time.monotonic()
         record = self.learner.step(trajectories)
+        advantages = dict(self.learner._advantages)
         if getattr(self, "probes", None):
             record["gold_probability"] = round(self.gold_probability(), 5)
         seconds = time.monotonic() - started
-        # The learner writes per-trajectory advantages into `info` (curricula read them).
-        advantages = [t.info.get("advantage", 0.0) for t in trajectories]
         return {**record, "learner_seconds": round(seconds, 4), "advantages": advantages}
 
     def weights(self, with_critic: bool) -> dict:

@@ -207,9 +207,7 @@ class Orchestrator:
         record = self.ray.get(self.learner_ref)
         batch = self.learner_batch
         self.learner_ref, self.learner_batch = None, None
-        for trajectory, advantage in zip(batch.trajectories, record.pop("advantages"), strict=True):
-            trajectory.info["advantage"] = advantage
-        self.schedule.picker.observe(batch.trajectories)
+        self.schedule.picker.observe(batch.trajectories, record.pop("advantages"))
         self.publish(int(record["version"]))
         self.counters.last_step_ended = time.monotonic()
         self.counters.learner_busy_seconds += self.counters.last_step_ended - self.learner_started

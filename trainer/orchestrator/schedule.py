@@ -35,7 +35,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
-from trainer.trajectory import Trajectory
+from trainer.inference.trajectory import Trajectory
 
 
 @dataclass
@@ -94,12 +94,15 @@ class TaskPicker:
         self.picked += 1
         return choice
 
-    def observe(self, trajectories: list[Trajectory]) -> None:
+    def observe(self, trajectories: list[Trajectory], advantages: dict[str, float]) -> None:
+        """Tell the curriculum how a learner step went: each trajectory's mean advantage over
+        its policy tokens (`advantages`, by trajectory id, from every learner rank; 0 for one
+        the learner left out) and its reward."""
         if self.pac is None:
             return
-        for family in sorted({t.info["family"] for t in trajectories}):
-            mine = [t for t in trajectories if t.info["family"] == family]
-            self.pac.update(family, [t.info.get("advantage", 0.0) for t in mine], [t.reward for t in mine])
+        for family in sorted({t.family for t in trajectories}):
+            mine = [t for t in trajectories if t.family == family]
+            self.pac.update(family, [advantages.get(t.trajectory_id, 0.0) for t in mine], [t.reward for t in mine])
 
     def state_dict(self) -> dict:
         version, internal, gauss = self.rng.getstate()
@@ -241,12 +244,10 @@ class Schedule:
         if result.error:
             return self.fail(job.job_id)
         for index, trajectory in enumerate(result.trajectories):
-            trajectory.info["trajectory_id"] = (
-                str(job.job_id) if len(result.trajectories) == 1 else f"{job.job_id}.{index}"
-            )
-            trajectory.info["family"] = job.family
-            trajectory.info["attempt"] = job.attempt
-            trajectory.info["episode_seconds"] = round(result.seconds, 3)
+            trajectory.trajectory_id = str(job.job_id) if len(result.trajectories) == 1 else f"{job.job_id}.{index}"
+            trajectory.family = job.family
+            trajectory.attempt = job.attempt
+            trajectory.episode_seconds = round(result.seconds, 3)
             trajectory.group_id = str(job.group)
         self._complete(job, result.trajectories)
         return "done"
@@ -287,7 +288,7 @@ class Schedule:
             fresh = []
             for trajectory in trajectories:
                 if staleness(trajectory, version) > self.max_staleness:
-                    self.dropped.append(trajectory.info["trajectory_id"])
+                    self.dropped.append(trajectory.trajectory_id)
                     dropped += 1
                 else:
                     fresh.append(trajectory)
@@ -322,8 +323,8 @@ class Schedule:
         kept = [t for _, trajectories in mine for t in trajectories]
         lags = [staleness(t, version) for t in kept]
         for trajectory, lag in zip(kept, lags, strict=True):
-            trajectory.info["staleness"] = lag
-        ids = [t.info["trajectory_id"] for t in kept]
+            trajectory.staleness = lag
+        ids = [t.trajectory_id for t in kept]
         self.consumed.append(ids)
         self.taken += 1
         return Batch(self.taken, kept, ids, lags, dropped)

@@ -56,9 +56,9 @@ class RolloutWorker:
         weights_timeout_s: float = 600.0,
     ) -> None:
         from trainer.build import sandbox_factory as make_sandbox_factory
-        from trainer.engines import make_engine
-        from trainer.models import load_tokenizer
-        from trainer.rollout import ChatFormat
+        from trainer.inference.engines import make_engine
+        from trainer.inference.models import load_tokenizer
+        from trainer.inference.rollout import ChatFormat
 
         self.index = index
         self.settings = settings
@@ -113,7 +113,7 @@ class RolloutWorker:
                 raise RuntimeError(f"worker {self.index}: only the hf engine keeps older versions (max_staleness)")
             import copy
 
-            from trainer.engines.hf import HFEngine
+            from trainer.inference.engines.hf import HFEngine
 
             engine = HFEngine(copy.deepcopy(self.engine.model), pad_id=self.engine.pad_id, prefix_cache_size=0)
             engine.load_weights(self._weights[pinned]["policy"], pinned)
@@ -126,7 +126,7 @@ class RolloutWorker:
     def run(self, job: EpisodeJob) -> EpisodeResult:
         from agent_env import GradingError, ToolEnv
         from sandboxes import SandboxError
-        from trainer.rollout import run_episode, run_tree
+        from trainer.inference.rollout import run_episode, run_tree
 
         started = time.monotonic()
         task = self.tasks.get(job.task_id)
@@ -167,7 +167,7 @@ class RolloutWorker:
         return EpisodeResult(job.job_id, trajectories, seconds=time.monotonic() - started, worker=self.index)
 
     def _scorer(self, engine, pinned: int | None):
-        from trainer.rollout import HeuristicScorer, JudgeScorer, ValueScorer
+        from trainer.inference.rollout import HeuristicScorer, JudgeScorer, ValueScorer
 
         if self.settings.tree_scorer == "heuristic":
             return HeuristicScorer()
@@ -180,7 +180,7 @@ class RolloutWorker:
         beside the policy (the same version as the policy for pinned jobs)."""
         import torch
 
-        from trainer.models import ValueModel
+        from trainer.inference.models import ValueModel
 
         with self._lock:
             version = pinned if pinned is not None else next(reversed(self._weights), None)

@@ -2,30 +2,30 @@
 
 from __future__ import annotations
 
-from trainer.engines.base import Engine, Generation
+from trainer.inference.engines.base import Engine, EngineError, Generation
 
 ENGINES = ("hf", "openai", "vllm")
 
-__all__ = ["ENGINES", "Engine", "Generation", "make_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "Generation", "make_engine"]
 
 
 def make_engine(name: str, model: str, *, seed: int = 0, base_url: str | None = None) -> Engine:
     """An engine of backend `name` serving `model` (a name or folder; for `openai`, the
     served model's name at `base_url`)."""
     if name == "hf":
-        from trainer.engines.hf import HFEngine
-        from trainer.models import load_policy, load_tokenizer
+        from trainer.inference.engines.hf import HFEngine
+        from trainer.inference.models import load_policy, load_tokenizer
 
         return HFEngine(load_policy(model, seed=seed), pad_id=load_tokenizer(model).pad_token_id or 0)
     if name == "openai":
         if not base_url:
             raise ValueError("the openai engine needs base_url, e.g. http://localhost:8000/v1")
-        from trainer.engines.openai import OpenAIEngine
+        from trainer.inference.engines.openai import OpenAIEngine
 
         return OpenAIEngine(base_url, model)
     if name == "vllm":
         try:
-            from trainer.engines.vllm import VLLMEngine
+            from trainer.inference.engines.vllm import VLLMEngine
         except ImportError as exc:
             raise RuntimeError(
                 f"the vllm engine needs vLLM and a CUDA GPU (pip install '.[gpu]'): {exc}; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from trainer.engines.base import Generation
+from trainer.inference.engines.base import Generation
 
 
 class ScriptedEngine:

@@ -4,12 +4,16 @@ Everything is recorded at generation time and never re-derived: the token ids of
 turn (the model's own ids, never re-tokenized), which tokens the policy produced, the
 logprob the inference engine gave each of them, and the policy version that produced it.
 Plain lists, so trajectories cross process boundaries cheaply and need no torch.
+
+Beyond the tokens, every field is typed and has one writer: the rollout fills in the
+episode's outcome (`resolved` ... `reward_hack_blocked`) and, for PATR trees, the branch
+(`branch_id`, `parent`, `branch_token`, `pruned`); the orchestrator's schedule fills in its
+bookkeeping (`trajectory_id` ... `staleness`). Nothing is passed through an untyped dict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass
@@ -28,10 +32,45 @@ class Trajectory:
     terminated: bool = False
     """The episode ended by the agent (finish); False when it was cut by a limit."""
     truncated: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
     group_id: str = ""
     """Rollouts sharing a group id form one group for group baselines (GRPO); the task id
     when empty."""
+
+    # The outcome, written by the rollout when the episode ends.
+    resolved: bool = False
+    """The grader resolved the task (every required test passed)."""
+    end: str | None = None
+    """Why the episode ended: `finish`, `max_turns`, `token_limit`, `pruned:<reason>`..."""
+    patch: str = ""
+    """The diff the agent left in the workspace (what was graded)."""
+    turns: int = 0
+    """Agent turns taken."""
+    format_errors: int = 0
+    """Turns whose action could not be parsed as a tool call."""
+    reward_hack_blocked: list[str] = field(default_factory=list)
+    """Grading rules the agent's change tripped (each one scores 0; `agent_env.grading`)."""
+
+    # PATR trees (`trainer.inference.rollout.tree`); defaults for linear episodes.
+    branch_id: str = ""
+    """This branch's id in its tree (`<tree>/<n>`)."""
+    parent: str | None = None
+    """The branch this one forked from (None: the root)."""
+    branch_token: int = 0
+    """Index of the first token this branch does not share with its parent."""
+    pruned: bool = False
+    """Ended early by the tree (degenerate or low-scoring); graded as it stood."""
+
+    # The schedule's bookkeeping (`trainer.orchestrator.schedule`).
+    trajectory_id: str = ""
+    """Unique in a run: the episode job's id, with `.<branch>` for tree rollouts."""
+    family: str = ""
+    """The task's family (curricula learn per family)."""
+    attempt: int = 0
+    """Infrastructure retries before this episode succeeded."""
+    episode_seconds: float = 0.0
+    """Wall time of the episode (all branches of a tree)."""
+    staleness: int = 0
+    """Policy versions its oldest token lagged behind the learner when consumed."""
 
     def extend(self, ids: list[int], *, policy: bool, logprobs: list[float] | None = None, version: int = -1) -> None:
         if policy:

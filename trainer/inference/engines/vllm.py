@@ -3,7 +3,7 @@
 - Token ids in (`TokensPrompt`), token ids and the sampled tokens' logprobs out; vLLM is
   asked for `processed_logprobs`, i.e. after temperature and the banned-token mask, which
   is the distribution the learner's importance ratio compares against.
-- Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.models.reserve_value_tokens`)
+- Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.inference.models.reserve_value_tokens`)
   are never sampled. The engine bans the ids it is given, else those its model folder's
   `config.json` records (`value_token_ids`, as in a SAPO export), with a logit bias of -inf
   (`sampling_options`): vLLM adds it before it samples and before it computes the processed
@@ -16,7 +16,7 @@
 - Prefix caching is on, so multi-turn prompts and tree branches reuse shared prefixes.
 - Sleep mode (`sleep()` / `wake_up()`) frees GPU memory for a colocated learner.
 - Weight updates arrive as the learner's versioned, checksummed buckets
-  (`trainer.engines.weights`); every worker verifies and loads them through
+  (`trainer.inference.engines.weights`); every worker verifies and loads them through
   `WeightUpdateExtension` (vLLM's `worker_extension_cls` hook), then the prefix cache is
   reset, since cached keys and values belong to the old weights.
 
@@ -35,8 +35,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.engines.base import Generation
-from trainer.engines.weights import WeightBucket, assemble
+from trainer.inference.engines.base import Generation
+from trainer.inference.engines.weights import WeightBucket, assemble
 
 VOCABULARY_PARAMETERS = ("embed_tokens.weight", "lm_head.weight", "lm_head.bias", "wte.weight", "embed_out.weight")
 """Name endings of the parameters with one row per vocabulary id (Hugging Face names)."""
@@ -116,9 +116,9 @@ def check_vocabulary_rows(shapes: Mapping[str, Sequence[int]], rows: int) -> Non
             raise ValueError(
                 f"weight update: {name} has {shape[0]} vocabulary rows but the vLLM engine's model has "
                 f"{rows}; vLLM cannot add rows in place. A SAPO policy has 2 more rows (its value tokens, "
-                "trainer.models.reserve_value_tokens): build the engine from an export of the grown "
+                "trainer.inference.models.reserve_value_tokens): build the engine from an export of the grown "
                 "policy (trainer.build.engine_model does it for algorithm=sapo; or "
-                "trainer.engines.vllm.export_with_value_tokens)"
+                "trainer.inference.engines.vllm.export_with_value_tokens)"
             )
 
 
@@ -130,7 +130,7 @@ def sapo_export_folder(model: str, *, seed: int, root: str | Path) -> Path:
     """Where `export_with_value_tokens` puts `model`'s grown export under `root`: one folder
     per checkpoint (a folder's files, names, sizes and times; a hub name as is) and, for a
     folder without weights (randomly initialised, like `tiny`), per seed."""
-    from trainer.models import resolve_model_path
+    from trainer.inference.models import resolve_model_path
 
     path = Path(resolve_model_path(model))
     if path.is_dir():
@@ -145,13 +145,13 @@ def sapo_export_folder(model: str, *, seed: int, root: str | Path) -> Path:
 
 
 def export_with_value_tokens(model: str, folder: str | Path, *, seed: int = 0) -> Path:
-    """`model` with SAPO's two value rows (`trainer.models.reserve_value_tokens`), saved as a
+    """`model` with SAPO's two value rows (`trainer.inference.models.reserve_value_tokens`), saved as a
     Hugging Face folder (model, tokenizer, `value_token_ids` in its config) that vLLM can
     serve; reused when `folder` already holds one. Weights as `trainer.build.build_learner`
     starts from them (same loader and seed), in the checkpoint's own dtype."""
     import torch
 
-    from trainer.models import load_policy, load_tokenizer, reserve_value_tokens, resolve_model_path
+    from trainer.inference.models import load_policy, load_tokenizer, reserve_value_tokens, resolve_model_path
 
     folder = Path(folder)
     if recorded_value_token_ids(str(folder)) and _has_weights(folder):
@@ -268,7 +268,7 @@ class VLLMEngine:
         self.version = version
 
     def load_weights(self, state_dict, version: int) -> None:
-        from trainer.engines.weights import make_buckets
+        from trainer.inference.engines.weights import make_buckets
 
         self.update_weights(make_buckets(state_dict, version))
 

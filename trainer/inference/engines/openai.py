@@ -16,13 +16,9 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from trainer.engines.base import Generation
+from trainer.inference.engines.base import EngineError, Generation
 
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-class EngineError(RuntimeError):
-    """The inference server could not produce a generation (after retries)."""
 
 
 class OpenAIEngine:

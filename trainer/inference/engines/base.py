@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 
+class EngineError(RuntimeError):
+    """An engine could not produce a generation (a server that kept failing after retries,
+    a backend that cannot start). Infrastructure, never the policy's fault: callers retry
+    or leave the episode out, and never score it 0."""
+
+
 @dataclass(frozen=True)
 class Generation:
     token_ids: list[int]

@@ -1,8 +1,8 @@
 """Episodes as token sequences: chat formatting, linear rollouts and tree rollouts (PATR)."""
 
-from trainer.rollout.chat import ChatFormat
-from trainer.rollout.episode import run_episode
-from trainer.rollout.tree import HeuristicScorer, JudgeScorer, TreeStats, ValueScorer, is_degenerate, run_tree
+from trainer.inference.rollout.chat import ChatFormat
+from trainer.inference.rollout.episode import run_episode
+from trainer.inference.rollout.tree import HeuristicScorer, JudgeScorer, TreeStats, ValueScorer, is_degenerate, run_tree
 
 __all__ = [
     "ChatFormat",

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from agent_env import ToolEnv
-from trainer.engines.base import Engine
-from trainer.rollout.chat import ChatFormat
-from trainer.trajectory import Trajectory
+from trainer.inference.engines.base import Engine
+from trainer.inference.rollout.chat import ChatFormat
+from trainer.inference.trajectory import Trajectory
 
 
 def run_episode(
@@ -49,14 +49,12 @@ def run_episode(
             trajectory.extend(
                 chat.observation_ids(observation, turn_closed=generation.finish_reason == "stop"), policy=False
             )
-        trajectory.info = {
-            "turns": env.stats.turns,
-            "format_errors": env.stats.format_errors,
-            "resolved": end_info.get("resolved", False),
-            "end": end_info.get("end"),
-            "patch": end_info.get("patch", ""),
-            "reward_hack_blocked": list(end_info.get("reward_hack_blocked", ())),
-        }
+        trajectory.turns = env.stats.turns
+        trajectory.format_errors = env.stats.format_errors
+        trajectory.resolved = bool(end_info.get("resolved", False))
+        trajectory.end = end_info.get("end")
+        trajectory.patch = end_info.get("patch", "")
+        trajectory.reward_hack_blocked = list(end_info.get("reward_hack_blocked", ()))
         return trajectory
     finally:
         env.close()

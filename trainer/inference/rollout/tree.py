@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_env import ToolEnv
-from trainer.engines.base import Engine
-from trainer.rollout.chat import ChatFormat
-from trainer.trajectory import Trajectory
+from trainer.inference.engines.base import Engine
+from trainer.inference.rollout.chat import ChatFormat
+from trainer.inference.trajectory import Trajectory
 
 
 @dataclass
@@ -148,7 +148,7 @@ def run_tree(
     seed: int | None = None,
 ) -> tuple[list[Trajectory], TreeStats]:
     """Grow one tree of episodes; returns every branch's trajectory (pruned ones included,
-    marked `info["pruned"]`) and the tree's token accounting. Envs are closed on return."""
+    marked `pruned`) and the tree's token accounting. Envs are closed on return."""
     if children < 2 or max_branches < 1 or expand_every < 1:
         raise ValueError("need children >= 2, max_branches >= 1 and expand_every >= 1")
     observation, info = env.reset(seed=seed)
@@ -163,17 +163,13 @@ def run_tree(
         branch.done = True
         t = branch.trajectory
         t.reward, t.terminated, t.truncated = reward, terminated, truncated
-        t.info.update(
-            turns=branch.env.stats.turns,
-            format_errors=branch.env.stats.format_errors,
-            resolved=end_info.get("resolved", False),
-            end=end_info.get("end"),
-            patch=end_info.get("patch", ""),
-            reward_hack_blocked=list(end_info.get("reward_hack_blocked", ())),
-            branch_id=branch.id,
-            parent=branch.parent,
-            branch_token=branch.branch_token,
-        )
+        t.turns = branch.env.stats.turns
+        t.format_errors = branch.env.stats.format_errors
+        t.resolved = bool(end_info.get("resolved", False))
+        t.end = end_info.get("end")
+        t.patch = end_info.get("patch", "")
+        t.reward_hack_blocked = list(end_info.get("reward_hack_blocked", ()))
+        t.branch_id, t.parent, t.branch_token = branch.id, branch.parent, branch.branch_token
         branch.env.close()
 
     def cut(branch: Branch, reason: str) -> None:
@@ -220,7 +216,7 @@ def run_tree(
                 reason = is_degenerate(branch)
                 if reason:
                     cut(branch, f"pruned:{reason}")
-                    branch.trajectory.info["pruned"] = True
+                    branch.trajectory.pruned = True
                     pruned += 1
             active = [b for b in branches if not b.done]
             if not active:
@@ -230,7 +226,7 @@ def run_tree(
             for score, _, branch in ranked:
                 if score < prune_below and len(active) > 1:
                     cut(branch, "pruned:low_score")
-                    branch.trajectory.info["pruned"] = True
+                    branch.trajectory.pruned = True
                     pruned += 1
                     active.remove(branch)
             for score, _, branch in ranked:
@@ -255,8 +251,6 @@ def run_tree(
             if not branch.done:
                 branch.env.close()
     trajectories = [b.trajectory for b in branches]
-    for trajectory in trajectories:
-        trajectory.info.setdefault("pruned", False)
     stats = TreeStats(
         branches=len(branches),
         pruned=pruned,

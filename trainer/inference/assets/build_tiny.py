@@ -1,9 +1,9 @@
-"""Regenerate the shipped `tiny` model folder (`trainer/assets/tiny/`).
+"""Regenerate the shipped `tiny` model folder (`trainer/inference/assets/tiny/`).
 
-    .venv/bin/python trainer/assets/build_tiny.py [--out DIR] [--root DIR]
+    .venv/bin/python trainer/inference/assets/build_tiny.py [--out DIR] [--root DIR]
 
 The folder holds a tokenizer, a chat template and a model config, and no weights: the
-policy is randomly initialised from a seed at load time (`trainer.models.load_policy`).
+policy is randomly initialised from a seed at load time (`trainer.inference.models.load_policy`).
 Nothing is downloaded; everything below is built from this repository's own text.
 
 - Tokenizer: byte-level BPE (ByteLevel pre-tokenizer and decoder over all 256 bytes), so
@@ -53,7 +53,7 @@ from tokenizers import (  # noqa: E402
 )
 
 HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parent.parent
+REPO_ROOT = HERE.parents[2]
 OUT_DIR = HERE / "tiny"
 
 VOCAB_SIZE = 2048

@@ -10,7 +10,7 @@ a small LRU keyed by those token ids. The next turn of the same episode, or ever
 a tree forked from it, starts from a copy of the longest cached prefix and only computes
 the new tokens. A weight update empties the cache (its keys and values are stale).
 
-Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.models.reserve_value_tokens`)
+Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.inference.models.reserve_value_tokens`)
 are never sampled: their logits are set to -inf before sampling, so the recorded logprobs
 are those of the distribution the learner scores (it bans the same ids). The engine bans
 the ids it is given, else those its model's config records (`value_token_ids`, as in a
@@ -29,8 +29,8 @@ from collections.abc import Sequence
 
 import torch
 
-from trainer.engines.base import Generation
-from trainer.engines.weights import WeightBucket, WeightSyncError, assemble, make_buckets
+from trainer.inference.engines.base import Generation
+from trainer.inference.engines.weights import WeightBucket, WeightSyncError, assemble, make_buckets
 
 
 def _sample(

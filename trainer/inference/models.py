@@ -1,7 +1,7 @@
 """Loading the policy and building the critic.
 
 `load_policy` takes any Hugging Face causal LM by name or path. The shipped `tiny` model
-(`trainer/assets/tiny`: a config, a tokenizer and a chat template, no weights) is
+(`trainer/inference/assets/tiny`: a config, a tokenizer and a chat template, no weights) is
 randomly initialised from a seed, so tests and the CPU demo need no model hub.
 
 `reserve_value_tokens` gives a policy SAPO's two value tokens (w+ and w-): one model is
