@@ -95,19 +95,19 @@ def run(mode: str, suite: Path, output: Path, steps: int, overrides: list[str]) 
     config = load_config(
         None,
         [
-            f"tasks={suite}",
-            f"output_dir={output}",
-            f"run_name={mode}",
-            f"mode={mode}",
-            f"steps={steps}",
-            "episodes_per_step=4",
-            "max_turns=1",
-            "max_new_tokens=4",
-            "max_total_tokens=4096",
-            "rollout_workers=4",
-            "episodes_per_worker=8",
-            "max_staleness=6",
-            "lr=1e-5",
+            f"tasks.source={suite}",
+            f"run.output_dir={output}",
+            f"run.name={mode}",
+            f"orchestrator.mode={mode}",
+            f"run.steps={steps}",
+            "orchestrator.episodes_per_step=4",
+            "rollout.max_turns=1",
+            "rollout.max_new_tokens=4",
+            "rollout.max_total_tokens=4096",
+            "orchestrator.rollout_workers=4",
+            "orchestrator.episodes_per_worker=8",
+            "orchestrator.max_staleness=6",
+            "learner.lr=1e-5",
             *overrides,
         ],
     )
@@ -126,6 +126,9 @@ def run(mode: str, suite: Path, output: Path, steps: int, overrides: list[str]) 
 
 
 def main() -> None:
+    from sandboxes.console import setup_logging
+
+    setup_logging()
     parser = argparse.ArgumentParser(prog="python -m bench.async")
     parser.add_argument("--json", type=Path, default=RESULTS / "async.json")
     parser.add_argument("--steps", type=int, default=12)

@@ -21,10 +21,12 @@ from pathlib import Path
 import torch
 
 from bench.common import RESULTS, percentile, report
+from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.engines.hf import HFEngine
 from trainer.inference.models import ValueModel, load_policy
 from trainer.inference.trajectory import Trajectory
-from trainer.learner import SAOLearner, _batch, token_logprobs
+from trainer.learner import Learner, token_logprobs
+from trainer.learner.batching import padded_batch
 
 ROUNDS = 12
 
@@ -81,9 +83,8 @@ def gpu_main(args) -> None:
     policy = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     critic = ValueModel.from_policy(policy)
     mesh = distributed.init_from_env() if "WORLD_SIZE" in os.environ else None
-    learner = SAOLearner(
-        policy.cuda(), critic.cuda(), pad_id=0, lr=1e-6, token_budget=16384, mesh=mesh, bf16=mesh is not None
-    )
+    optim = LearnerConfig(lr=1e-6, token_budget=16384, bf16=mesh is not None)
+    learner = Learner(policy.cuda(), critic.cuda(), pad_id=0, algorithm=AlgorithmConfig(), optim=optim, mesh=mesh)
     trajectories = episodes(count=16, turns=4, action_tokens=128, observation_tokens=128)
     tokens = sum(len(t) for t in trajectories)
     parameters = sum(p.numel() for p in policy.parameters())
@@ -116,6 +117,9 @@ def gpu_main(args) -> None:
 
 
 def main() -> None:
+    from sandboxes.console import setup_logging
+
+    setup_logging()
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m bench.learner")
@@ -132,11 +136,12 @@ def main() -> None:
     tokens = sum(len(t) for t in trajectories)
 
     policy, critic = make_models()
-    learner = SAOLearner(policy, critic, pad_id=0, lr=1e-4, critic_lr=1e-4, token_budget=1 << 20)
+    optim = LearnerConfig(lr=1e-4, critic_lr=1e-4, token_budget=1 << 20)
+    learner = Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(), optim=optim)
     base_policy, base_critic = make_models()
     base_policy_opt = torch.optim.AdamW(base_policy.parameters(), lr=1e-4)
     base_critic_opt = torch.optim.AdamW(base_critic.parameters(), lr=1e-4)
-    batch = _batch(trajectories, 0)
+    batch = padded_batch(trajectories, 0)
 
     learner_s, baseline_s = [], []
     for round_index in range(ROUNDS + 2):  # two warm-up rounds
@@ -144,7 +149,7 @@ def main() -> None:
         learner.step(trajectories)
         learner_time = time.perf_counter() - start
         start = time.perf_counter()
-        baseline_step(base_policy, base_critic, base_policy_opt, base_critic_opt, batch, learner.critic_steps)
+        baseline_step(base_policy, base_critic, base_policy_opt, base_critic_opt, batch, learner.algorithm.critic_steps)
         baseline_time = time.perf_counter() - start
         if round_index >= 2:
             learner_s.append(learner_time)

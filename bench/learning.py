@@ -32,9 +32,9 @@ from pathlib import Path
 from bench.common import RESULTS, report
 
 METHODS = {
-    "sao": ["algorithm=sao"],
-    "ppo": ["algorithm=ppo"],
-    "grpo": ["algorithm=grpo", "group_size=2"],
+    "sao": ["algorithm.name=sao"],
+    "ppo": ["algorithm.name=ppo"],
+    "grpo": ["algorithm.name=grpo", "algorithm.group_size=2"],
 }
 
 
@@ -72,11 +72,16 @@ def method_figures(
 
 
 def main() -> None:
+    from sandboxes.console import setup_logging
+
+    setup_logging()
     parser = argparse.ArgumentParser(prog="python -m bench.learning")
     parser.add_argument("--json", type=Path, default=RESULTS / "learning.json")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--config", default="configs/train_swe.yaml")
-    parser.add_argument("overrides", nargs="*", help="key=value settings for every run")
+    parser.add_argument(
+        "overrides", nargs="*", help="section.field=value settings for every run (e.g. learner.lr=1e-4)"
+    )
     args = parser.parse_args()
     import ray
 
@@ -85,31 +90,32 @@ def main() -> None:
     from trainer.train import train
 
     base = load_config(args.config, args.overrides)
-    if not base.warm_start_steps:
-        raise SystemExit(f"{args.config}: bench.learning compares methods after a warm start; set warm_start_steps")
-    figures: dict[str, float] = {"seeds": args.seeds, "steps": base.steps, "episodes_per_step": base.episodes_per_step}
+    if not base.warm_start.steps:
+        raise SystemExit(f"{args.config}: bench.learning compares methods after a warm start; set warm_start.steps")
+    per_batch = base.orchestrator.episodes_per_step
+    figures: dict[str, float] = {"seeds": args.seeds, "steps": base.run.steps, "episodes_per_step": per_batch}
     outcomes: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
     evaluations: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
-    started = start_ray(workers=base.rollout_workers + 1)
+    started = start_ray(workers=base.orchestrator.rollout_workers + 1)
     try:
         with tempfile.TemporaryDirectory(prefix="bench-learning-") as tmp:
             for seed in range(args.seeds):
-                warm = train(load_config(args.config, [*args.overrides, f"output_dir={tmp}", f"run_name=warm{seed}",
-                                                       f"seed={seed}", "steps=0", "eval_episodes=0"]))  # fmt: skip
+                warm = train(load_config(args.config, [*args.overrides, f"run.output_dir={tmp}", f"run.name=warm{seed}",
+                                                       f"run.seed={seed}", "run.steps=0", "evaluation.episodes=0"]))  # fmt: skip
                 policy = warm / "checkpoints" / "step_000000" / "policy"
                 for method, settings in METHODS.items():
-                    per_step = base.episodes_per_step // (2 if method == "grpo" else 1)
+                    per_step = per_batch // (2 if method == "grpo" else 1)
                     run = train(
                         load_config(
                             args.config,
                             [
                                 *args.overrides,
-                                f"output_dir={tmp}",
-                                f"run_name={method}{seed}",
-                                f"seed={seed}",
-                                f"model={policy}",
-                                "warm_start_steps=0",
-                                f"episodes_per_step={per_step}",
+                                f"run.output_dir={tmp}",
+                                f"run.name={method}{seed}",
+                                f"run.seed={seed}",
+                                f"model.name={policy}",
+                                "warm_start.steps=0",
+                                f"orchestrator.episodes_per_step={per_step}",
                                 *settings,
                             ],
                         )  # fmt: skip

@@ -190,6 +190,9 @@ def _episodes(workspace: Path) -> tuple[int, int]:
 
 
 def main() -> None:
+    from sandboxes.console import setup_logging
+
+    setup_logging()
     args = arguments("sandbox")
     figures: dict[str, float | str] = {}
     with tempfile.TemporaryDirectory() as tmp:

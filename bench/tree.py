@@ -25,6 +25,9 @@ MAX_NEW_TOKENS = 24
 
 
 def main() -> None:
+    from sandboxes.console import setup_logging
+
+    setup_logging()
     args = arguments("tree")
     chat = ChatFormat(load_tokenizer("tiny"))
     tasks = builtin_tasks()[:TASKS]

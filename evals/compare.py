@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
 from evals.report import summarize
 from evals.store import QUARANTINE, RESULTS, RunFileError, RunStore, latest_by_instance, read_jsonl
 from evals.validate import read_quarantine
+from sandboxes.console import setup_logging
+
+log = logging.getLogger(__name__)
 
 
 def load_run(folder: Path) -> tuple[dict[str, dict], set[str], dict]:
@@ -122,17 +126,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_b", type=Path, help="the run compared with it")
     parser.add_argument("--output", type=Path, default=None, help="where compare.md/json go (default: RUN_B)")
     args = parser.parse_args(argv)
+    setup_logging()
     try:
         data = compare_runs(args.run_a, args.run_b)
     except (RunFileError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        log.error("%s", exc)
         return 2
     text = markdown_comparison(data)
     output = args.output or args.run_b
     output.mkdir(parents=True, exist_ok=True)
     (output / "compare.md").write_text(text)
     (output / "compare.json").write_text(json.dumps(data, indent=2) + "\n")
-    print(text, end="")
+    sys.stdout.write(text)  # the command's result (what is logged goes to stderr)
     return 0
 
 

@@ -14,10 +14,12 @@ leaderboard reports) and over graded ones (errors excluded).
 
 from __future__ import annotations
 
-import sys
+import logging
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 STATUSES = ("resolved", "unresolved", "empty_patch", "error")
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -190,7 +192,7 @@ def write_chart(report: dict, path: Path) -> Path | None:
     try:
         import matplotlib  # lazy: heavy, and only reports need it
     except ImportError:
-        print(f"warning: matplotlib is not installed: no chart at {path}", file=sys.stderr)
+        log.warning("matplotlib is not installed: no chart at %s", path)
         return None
 
     matplotlib.use("Agg")  # no display; must precede pyplot

@@ -18,11 +18,13 @@ resume), the last one counts.
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 RESULTS, PREDICTIONS, TRAJECTORIES = "results.jsonl", "predictions.jsonl", "trajectories"
 RUN_INFO, QUARANTINE = "run.json", "quarantine.json"
@@ -46,7 +48,7 @@ def read_jsonl(path: Path) -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             if number == len(lines):
-                print(f"warning: {path}:{number}: skipping a torn last line ({exc})", file=sys.stderr)
+                log.warning("%s:%d: skipping a torn last line (%s)", path, number, exc)
                 continue
             raise RunFileError(f"{path}:{number}: not valid JSON: {exc}") from None
         if not isinstance(record, dict) or "instance_id" not in record:
@@ -64,7 +66,7 @@ def drop_torn_tail(path: Path) -> None:
     if not data or data.endswith(b"\n"):
         return
     keep = data.rfind(b"\n") + 1
-    print(f"warning: {path}: dropping a torn last line ({len(data) - keep} bytes)", file=sys.stderr)
+    log.warning("%s: dropping a torn last line (%d bytes)", path, len(data) - keep)
     with path.open("r+b") as f:
         f.truncate(keep)
 

@@ -1,9 +1,12 @@
 """`make eval-swe`: run an agent on SWE tasks, write official predictions, grade, report.
 
-    python -m evals.swe [--model tiny|PATH|NAME|gold|empty] [--engine hf|openai|vllm]
-                        [--dataset builtin|DIR|PATH.jsonl|verified] [--instances ID,ID]
+    python -m evals.swe [--config FILE.yaml] [--model tiny|PATH|NAME|gold|empty]
+                        [--engine hf|openai|vllm] [--dataset builtin|DIR|PATH.jsonl|verified] [--instances ID,ID]
                         [--repo-cache DIR] [--workers N] [--grader auto|project|official]
-                        [--output DIR] [--validate-gold [--reruns N]] [--quarantine PATH]
+                        [--output DIR] [--validate-gold [--reruns N]] [--quarantine PATH] ...
+
+Every option is a field of `evals.config.EvalConfig` (its flags and `--help` are generated
+from it; `--config` reads the same fields from YAML, flags override the file).
 
 Each instance runs in its own sandbox (`--sandbox local|docker`), on `--workers` threads;
 results are appended to `OUTPUT/results.jsonl` as each finishes, with its trajectory in
@@ -26,9 +29,9 @@ quarantines flaky instances (`evals.validate`). `evals/README.md` has the detail
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
+import logging
 import re
 import sys
 import time
@@ -41,20 +44,22 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agent_env import GradingError, needs_environment, network_error, prepare_environments
+from evals.config import GRADERS, ConfigError, EvalConfig, config_from_argv
 from evals.grading import verdict
-from evals.official import DEFAULT_NAMESPACE, HarnessCheck, OfficialVerdict, check_harness, run_harness
+from evals.official import HarnessCheck, OfficialVerdict, check_harness, run_harness
 from evals.report import build_report, markdown_report, status_of, summarize, write_chart
 from evals.runner import ORACLES, AgentSolver, Attempt, OracleSolver, PredictionsSolver, SandboxFactory, Solver
 from evals.serve import ModelServer, ServeError, free_port, vllm_command
 from evals.store import RunStore, trajectory_name
 from evals.validate import build_quarantine, needs_rerun, read_quarantine, write_quarantine
 from sandboxes import SandboxError, make_sandbox
+from sandboxes.console import setup_logging
 from tasks import Task, TaskError, load_task_set
 from trainer.inference.engines.base import EngineError
 
-__all__ = ["evaluate", "main", "markdown_report", "status_of", "summarize"]
+__all__ = ["GRADERS", "EvalConfig", "evaluate", "main", "markdown_report", "status_of", "summarize"]
 
-GRADERS = ("auto", "project", "official")
+log = logging.getLogger(__name__)
 # Failures of the machinery around the model: recorded as errors, never as unresolved.
 INFRA_ERRORS = (SandboxError, GradingError, EngineError, TaskError)
 # Rules of the grading contract that mean the test run's account cannot be trusted: an
@@ -270,7 +275,7 @@ def grade_officially(
     for record in pending:
         by_namespace.setdefault(plans[record["instance_id"]].namespace, []).append(predictions[record["instance_id"]])
     for namespace, batch in by_namespace.items():
-        print(f"official harness: grading {len(batch)} instance(s); log: {workdir / 'harness.log'}", file=sys.stderr)
+        log.info("official harness: grading %d instance(s); log: %s", len(batch), workdir / "harness.log")
         verdicts.update(
             run_harness(
                 rows,
@@ -355,96 +360,69 @@ def _serve_if_needed(stack: contextlib.ExitStack, *, engine: str, model: str, ag
     agent_options.update(engine="openai", base_url=server.base_url)
 
 
-def evaluate(
-    *,
-    model: str,
-    dataset: str,
-    output: Path,
-    instances: list[str] | None = None,
-    repo_cache: Path | None = None,
-    engine: str = "hf",
-    base_url: str | None = None,
-    tokenizer: str | None = None,
-    max_turns: int = 30,
-    max_new_tokens: int = 256,
-    max_total_tokens: int = 16384,
-    temperature: float = 0.0,
-    seed: int = 0,
-    workers: int = 1,
-    grader: str = "auto",
-    sandbox: str = "local",
-    validate_gold: bool = False,
-    reruns: int = 2,
-    quarantine: Path | None = None,
-    retry_errors: bool = True,
-    harness_namespace: str | None = DEFAULT_NAMESPACE,
-    harness_pull: bool = False,
-    harness_timeout_s: int = 1800,
-    predictions: Path | None = None,
-    serve_args: str = "",
-    solver: Solver | None = None,
-    progress: bool = True,
-) -> dict:
-    """Evaluate `model` on `dataset`; write the run into `output`; return the summary.
-    `predictions` grades a predictions file instead of running a model; `solver` replaces
-    the model (a test double of the agent); `repo_cache` is a folder of clones SWE-bench
-    rows are run from (their environments built for `sandbox` first)."""
-    if grader not in GRADERS:
-        raise ValueError(f"unknown grader {grader!r}; known: {', '.join(GRADERS)}")
-    if validate_gold:
+def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool = True) -> dict:
+    """Evaluate `config.model` on `config.dataset`; write the run into `config.output`;
+    return the summary. `solver` replaces the model (a test double of the agent);
+    `progress` shows a progress bar."""
+    model, dataset, output, sandbox = config.model, config.dataset, Path(config.output), config.sandbox
+    if config.validate_gold:
         model = "gold"
-    elif predictions is not None:
-        solver = PredictionsSolver(predictions, sandbox_factory=sandbox_factory(sandbox))
+    elif config.predictions is not None:
+        solver = PredictionsSolver(config.predictions, sandbox_factory=sandbox_factory(sandbox))
         model = solver.name
-    output = Path(output)
-    tasks = load_task_set(dataset, instances, repo_cache=repo_cache)
+    tasks = load_task_set(dataset, config.instances or None, repo_cache=config.repo_cache)
     store = RunStore(output)
     is_agent = solver is None and model not in ORACLES  # a model runs (not oracles, nor a predictions file)
-    run = {"model": model, "dataset": dataset, "engine": engine if is_agent else None, "grader": grader}
-    run.update(workers=workers, sandbox=sandbox, seed=seed, max_turns=max_turns, temperature=temperature)
-    if repo_cache is not None:
-        run["repo_cache"] = str(repo_cache)
-    store.write_run_info({**run, "instances": [t.id for t in tasks], "validate_gold": validate_gold})
+    run = {"model": model, "dataset": dataset, "engine": config.engine if is_agent else None, "grader": config.grader}
+    run.update(workers=config.workers, sandbox=sandbox, seed=config.seed, max_turns=config.max_turns,
+               temperature=config.temperature)  # fmt: skip
+    if config.repo_cache is not None:
+        run["repo_cache"] = str(config.repo_cache)
+    store.write_run_info({**run, "instances": [t.id for t in tasks], "validate_gold": config.validate_gold})
 
+    grader = config.grader
     rows = swebench_rows(dataset, tasks) if grader != "project" else []
-    harness = check_harness(rows, namespace=harness_namespace, allow_pull=harness_pull) if rows else HarnessCheck()
+    harness = (
+        check_harness(rows, namespace=config.harness_namespace, allow_pull=config.harness_pull)
+        if rows
+        else HarnessCheck()
+    )
     if rows:
-        print(f"official harness: {harness.describe()}", file=sys.stderr)
+        log.info("official harness: %s", harness.describe())
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
     tasks = _prepare_environments(
         tasks, plans, sandbox=sandbox, agent=is_agent or bool(solver and solver.needs_workspace)
     )
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
-    agent_options = dict(
-        engine=engine, base_url=base_url, tokenizer=tokenizer, max_turns=max_turns, max_new_tokens=max_new_tokens,
-        max_total_tokens=max_total_tokens, temperature=temperature, seed=seed,
-    )  # fmt: skip
+    agent_options = config.agent_options()
     make_solver = _solver_factory(model, sandbox, solver, agent_options)
     official_run = dict(
-        rows=rows, plans=plans, workdir=output / "official", workers=workers, timeout_s=harness_timeout_s
+        rows=rows, plans=plans, workdir=output / "official", workers=config.workers, timeout_s=config.harness_timeout
     )
 
     records = store.results()
+    retry_errors = not config.keep_errors
     work = [(i, t) for i, t in enumerate(tasks) if _needs_run(records.get(t.id), plans[t.id], retry_errors)]
     with contextlib.ExitStack() as stack:
-        _serve_if_needed(stack, engine=engine, model=model, agent=is_agent and bool(work), output=output, seed=seed,
-                         serve_args=serve_args, agent_options=agent_options)  # fmt: skip
-        _solve(tasks, work, store, records, make_solver=make_solver, plans=plans, model=model, workers=workers,
+        _serve_if_needed(stack, engine=config.engine, model=model, agent=is_agent and bool(work), output=output,
+                         seed=config.seed, serve_args=config.serve_args, agent_options=agent_options)  # fmt: skip
+        _solve(tasks, work, store, records, make_solver=make_solver, plans=plans, model=model, workers=config.workers,
                progress=progress)  # fmt: skip
     _grade_pending(tasks, store, records, model=model, official_run=official_run)
 
     results = [records[t.id] for t in tasks]
-    quarantine_data = read_quarantine(quarantine) if quarantine else None
-    if validate_gold:
+    quarantine_data = read_quarantine(config.quarantine) if config.quarantine else None
+    if config.validate_gold:
         quarantine_data = _validate_gold(
-            tasks, results, store=store, reruns=reruns, make_solver=make_solver, plans=plans, official_run=official_run
-        )
+            tasks, results, store=store, reruns=config.reruns, make_solver=make_solver, plans=plans,
+            official_run=official_run,
+        )  # fmt: skip
     harness_info = {"summary": harness.describe(), "not_ready": harness.not_ready} if rows else {}
     report = build_report(
         results,
         run=run,
         quarantine=quarantine_data,
-        gold_failures=(quarantine_data or {}).get("gold_failures") if validate_gold else None,
+        gold_failures=(quarantine_data or {}).get("gold_failures") if config.validate_gold else None,
         harness=harness_info,
     )
     _write_reports(output, report, results, model)
@@ -461,7 +439,7 @@ def _prepare_environments(tasks: list[Task], plans: dict[str, GradePlan], *, san
     built = {t.id: t for t in prepare_environments(wanted, sandbox)}
     failed = [t for t in built.values() if t.unavailable]
     for task in failed:
-        print(f"not runnable here: {task.id}: {task.unavailable.splitlines()[0]}", file=sys.stderr)
+        log.warning("not runnable here: %s: %s", task.id, task.unavailable.splitlines()[0])
     return [built.get(t.id, t) for t in tasks]
 
 
@@ -560,74 +538,18 @@ def _write_reports(output: Path, report: dict, results: list[dict], model: str) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.swe", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="tiny", help="model name or folder, or gold / empty (oracles)")
-    parser.add_argument("--engine", default="hf", choices=["hf", "openai", "vllm"])
-    parser.add_argument(
-        "--base-url", default=None, help="for --engine openai: the server, e.g. http://localhost:8000/v1"
-    )
-    parser.add_argument("--tokenizer", default=None, help="tokenizer name or folder (default: --model)")
-    parser.add_argument("--dataset", default="builtin", help="builtin, a task folder, a SWE-bench .jsonl, or verified")
-    parser.add_argument("--instances", default="", help="comma-separated instance ids (default: all)")
-    parser.add_argument(
-        "--repo-cache",
-        type=Path,
-        default=None,
-        help="folder of git clones (DIR/owner__name or DIR/owner/name): SWE-bench rows run from their "
-        "repository at base_commit, in an environment built with pip for --sandbox",
-    )
-    parser.add_argument("--output", default="runs/eval-swe", type=Path)
-    parser.add_argument("--workers", type=int, default=1, help="instances run in parallel (threads)")
-    parser.add_argument("--grader", default="auto", choices=GRADERS, help="auto: official harness where it can run")
-    parser.add_argument("--sandbox", default="local", choices=["local", "docker"], help="where agents and grading run")
-    parser.add_argument("--validate-gold", action="store_true", help="run gold patches; quarantine flaky instances")
-    parser.add_argument("--reruns", type=int, default=2, help="--validate-gold: reruns of each gold failure")
-    parser.add_argument("--quarantine", type=Path, default=None, help="a quarantine.json whose instances are excluded")
-    parser.add_argument("--keep-errors", action="store_true", help="on resume, do not retry errored instances")
-    parser.add_argument("--harness-namespace", default=DEFAULT_NAMESPACE, help="image namespace ('none': local builds)")
-    parser.add_argument("--harness-pull", action="store_true", help="let the official harness pull missing images")
-    parser.add_argument("--harness-timeout", type=int, default=1800, help="official harness: seconds per test run")
-    parser.add_argument("--predictions", type=Path, default=None, help="grade this predictions.jsonl (e.g. OpenHands')")
-    parser.add_argument("--serve-args", default="", help="--engine vllm: extra `vllm serve` arguments")
-    parser.add_argument("--max-turns", type=int, default=30)
-    parser.add_argument("--max-new-tokens", type=int, default=256)
-    parser.add_argument("--max-total-tokens", type=int, default=16384)
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    """The command line: flags generated from `EvalConfig` (`evals.config`); the summary as
+    JSON on stdout; a bad flag, file or dataset is one line on stderr and exit code 2."""
+    setup_logging()
     try:
-        summary = evaluate(
-            model=args.model,
-            dataset=args.dataset,
-            output=args.output,
-            instances=[i for i in args.instances.split(",") if i] or None,
-            repo_cache=args.repo_cache,
-            engine=args.engine,
-            base_url=args.base_url,
-            tokenizer=args.tokenizer,
-            max_turns=args.max_turns,
-            max_new_tokens=args.max_new_tokens,
-            max_total_tokens=args.max_total_tokens,
-            temperature=args.temperature,
-            seed=args.seed,
-            workers=args.workers,
-            grader=args.grader,
-            sandbox=args.sandbox,
-            validate_gold=args.validate_gold,
-            reruns=args.reruns,
-            quarantine=args.quarantine,
-            retry_errors=not args.keep_errors,
-            harness_namespace=None if args.harness_namespace.lower() == "none" else args.harness_namespace,
-            harness_pull=args.harness_pull,
-            harness_timeout_s=args.harness_timeout,
-            predictions=args.predictions,
-            serve_args=args.serve_args,
-        )
-    except (TaskError, ValueError, NotImplementedError, ServeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        config = config_from_argv(argv, prog="python -m evals.swe", description=__doc__.split("\n")[0])
+        summary = evaluate(config)
+    except (ConfigError, TaskError, ValueError, NotImplementedError, ServeError) as exc:
+        log.error("%s", exc)
         return 2
-    print(json.dumps(summary, indent=2))
-    print(f"predictions: {args.output / 'predictions.jsonl'}  report: {args.output / 'report.md'}")
+    # The command's result goes to stdout (scripts read it); what happens on the way is logged.
+    sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    sys.stdout.write(f"predictions: {config.output / 'predictions.jsonl'}  report: {config.output / 'report.md'}\n")
     return 0
 
 

@@ -8,9 +8,11 @@ import argparse
 import sys
 
 from sandboxes.base import SandboxError
+from sandboxes.console import setup_logging
 
 
 def main(argv: list[str] | None = None) -> int:
+    setup_logging()
     parser = argparse.ArgumentParser(prog="python -m sandboxes", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the image of a sandbox definition (YAML)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from sandboxes.base import ExecResult, Sandbox, SandboxError, SandboxLimits, SandboxSpec
 
+logger = logging.getLogger(__name__)
+
 DISK_SLACK = 256 * 1024**2
 """How much more than a sandbox's disk quota the host's disks may lose in `attack_fill_disk`
 (filesystem metadata, other activity on the host, the btrfs driver counting the image)."""
@@ -34,6 +37,20 @@ GRACE_S = 2.0
 """How far past its timeout an attack may run (killing, draining, restarting the shell)."""
 # Builtins only, so that counting starts no process of its own.
 COUNT_PROCESSES = "n=0; for p in /proc/[0-9]*; do n=$((n + 1)); done; echo $n"
+
+
+# Checks fail through these, not `assert`: `python -O` strips asserts, and a check run that
+# way must still fail.
+def _check(condition: object, message: object) -> None:
+    """Fail the check with `message` unless `condition` holds."""
+    if not condition:
+        raise AssertionError(message)
+
+
+def _equal(actual: object, expected: object) -> None:
+    """Fail the check, saying both values, unless `actual == expected`."""
+    if actual != expected:
+        raise AssertionError(f"got {actual!r}, expected {expected!r}")
 
 
 @dataclass
@@ -71,7 +88,7 @@ def _timed(sandbox: Sandbox, command: str, timeout: float) -> tuple[ExecResult, 
     started = time.monotonic()
     result = sandbox.exec(command, timeout=timeout)
     elapsed = time.monotonic() - started
-    assert elapsed <= timeout + GRACE_S, f"{command!r} took {elapsed:.1f} s with a timeout of {timeout} s"
+    _check(elapsed <= timeout + GRACE_S, f"{command!r} took {elapsed:.1f} s with a timeout of {timeout} s")
     return result, elapsed
 
 
@@ -93,11 +110,12 @@ def _host_untouched(h: Harness, sandbox: Sandbox) -> Iterator[None]:
     before_host = _digest(h.tmp)
     before_procs = sandbox.exec(COUNT_PROCESSES).output
     yield
-    assert _digest(h.tmp) == before_host, "files on the host changed"
+    _check(_digest(h.tmp) == before_host, "files on the host changed")
     after = sandbox.exec(COUNT_PROCESSES)
-    assert after.ok, f"the sandbox is not usable after the attack: {after}"
-    assert after.output == before_procs, (
-        f"processes left behind: {before_procs.strip()} before, {after.output.strip()} after"
+    _check(after.ok, f"the sandbox is not usable after the attack: {after}")
+    _check(
+        after.output == before_procs,
+        f"processes left behind: {before_procs.strip()} before, {after.output.strip()} after",
     )
 
 
@@ -105,58 +123,71 @@ def _host_untouched(h: Harness, sandbox: Sandbox) -> Iterator[None]:
 def check_output_and_exit_code(h: Harness) -> None:
     with h.sandbox() as sb:
         result = sb.exec("cat hello.txt; echo oops >&2; exit 3")
-        assert result.exit_code == 3 and not result.ok
-        assert result.output == "hello\noops\n"
-        assert not result.timed_out and not result.truncated and result.cause is None
-        assert sb.exec("echo still here").output == "still here\n"  # `exit` ended the command only
+        _check(result.exit_code == 3 and not result.ok, "expected result.exit_code == 3 and not result.ok")
+        _equal(result.output, "hello\noops\n")
+        _check(
+            not result.timed_out and not result.truncated and result.cause is None,
+            "expected not result.timed_out and not result.truncated and result.cause is None",
+        )
+        _equal(sb.exec("echo still here").output, "still here\n")  # `exit` ended the command only
 
 
 def check_cwd_and_exports_carry_over(h: Harness) -> None:
     with h.sandbox() as sb:
-        assert sb.exec("mkdir -p sub && cd sub && export COLOR=blue && greet() { echo hi $1; }").ok
-        assert sb.exec("pwd; echo $COLOR").output == "/workspace/sub\nblue\n"
-        assert sb.exec("greet you").output == "hi you\n"  # one shell: functions persist too
-        assert sb.exec("unset COLOR; cd ..").ok
-        assert sb.exec("pwd; echo ${COLOR:-unset}").output == "/workspace\nunset\n"
+        _check(
+            sb.exec("mkdir -p sub && cd sub && export COLOR=blue && greet() { echo hi $1; }").ok,
+            'expected sb.exec("mkdir -p sub && cd sub && export COLOR=blue && greet() { echo hi $1; }").ok',
+        )
+        _equal(sb.exec("pwd; echo $COLOR").output, "/workspace/sub\nblue\n")
+        _equal(sb.exec("greet you").output, "hi you\n")  # one shell: functions persist too
+        _check(sb.exec("unset COLOR; cd ..").ok, 'expected sb.exec("unset COLOR; cd ..").ok')
+        _equal(sb.exec("pwd; echo ${COLOR:-unset}").output, "/workspace\nunset\n")
 
 
 def check_state_survives_a_killed_shell(h: Harness) -> None:
     with h.sandbox() as sb:
         sb.exec("cd src && export KEEP=1")
-        assert sb.exec("sleep 30", timeout=0.5).timed_out  # kills the shell itself
-        assert sb.exec("kill -9 $$").exit_code == 137
-        assert sb.exec("set -e; false").exit_code == 1
-        assert sb.exec("pwd; echo $KEEP").output == "/workspace/src\n1\n"
+        _check(
+            sb.exec("sleep 30", timeout=0.5).timed_out, 'expected sb.exec("sleep 30", timeout=0.5).timed_out'
+        )  # kills the shell itself
+        _equal(sb.exec("kill -9 $$").exit_code, 137)
+        _equal(sb.exec("set -e; false").exit_code, 1)
+        _equal(sb.exec("pwd; echo $KEEP").output, "/workspace/src\n1\n")
 
 
 def check_spec_env_and_workdir(h: Harness) -> None:
     spec = SandboxSpec(workspace=h.workspace(), env={"GREETING": "hello there"}, limits=h.limits)
     with h.make(spec) as sb:
-        assert sb.exec('pwd; echo "$GREETING"').output == "/workspace\nhello there\n"
+        _equal(sb.exec('pwd; echo "$GREETING"').output, "/workspace\nhello there\n")
 
 
 def check_stdin_is_empty(h: Harness) -> None:
     with h.sandbox() as sb:
         result, elapsed = _timed(sb, "cat; read x; echo done", timeout=5)
-        assert result.output == "done\n" and elapsed < 2
+        _check(result.output == "done\n" and elapsed < 2, 'expected result.output == "done\\n" and elapsed < 2')
 
 
 def check_workspace_is_a_private_copy(h: Harness) -> None:
     spec = SandboxSpec(workspace=h.workspace(), limits=h.limits)
     with h.make(spec) as sb:
         sb.exec("echo changed > hello.txt; touch new.txt; rm -r src")
-        assert (spec.workspace / "hello.txt").read_text() == "hello\n"
-        assert not (spec.workspace / "new.txt").exists() and (spec.workspace / "src" / "code.py").exists()
-        assert sb.read_file("hello.txt") == b"changed\n"
+        _equal((spec.workspace / "hello.txt").read_text(), "hello\n")
+        _check(
+            not (spec.workspace / "new.txt").exists() and (spec.workspace / "src" / "code.py").exists(),
+            'expected not (spec.workspace / "new.txt").exists() and (spec.workspace / "src" / "code.py").exists()',
+        )
+        _equal(sb.read_file("hello.txt"), b"changed\n")
 
 
 def check_write_and_read_files(h: Harness) -> None:
     with h.sandbox() as sb:
         sb.write_file("/workspace/a/b.txt", "text")
         sb.write_file("bin.dat", bytes(range(256)))
-        assert sb.exec("cat a/b.txt").output == "text"
-        assert sb.read_file("bin.dat") == bytes(range(256))
-        assert sb.exec("echo more >> a/b.txt").ok  # the sandbox's user owns what it was given
+        _equal(sb.exec("cat a/b.txt").output, "text")
+        _equal(sb.read_file("bin.dat"), bytes(range(256)))
+        _check(
+            sb.exec("echo more >> a/b.txt").ok, 'expected sb.exec("echo more >> a/b.txt").ok'
+        )  # the sandbox's user owns what it was given
         try:
             sb.read_file("missing.txt")
         except FileNotFoundError:
@@ -168,28 +199,31 @@ def check_write_and_read_files(h: Harness) -> None:
 def check_limits_are_applied(h: Harness) -> None:
     with h.sandbox(file_bytes=8 * 1024 * 1024, open_files=256, memory_bytes=1 << 30) as sb:
         out = sb.exec("ulimit -f; ulimit -n; ulimit -v").output.split()
-        assert out == [str(8 * 1024 * 1024 // 1024), "256", str((1 << 30) // 1024)], out
+        _check(out == [str(8 * 1024 * 1024 // 1024), "256", str((1 << 30) // 1024)], out)
         capabilities = sb.exec("grep CapEff /proc/self/status").output.split()[1]
-        assert int(capabilities, 16) == 0, f"commands hold capabilities {capabilities}"
+        _check(int(capabilities, 16) == 0, f"commands hold capabilities {capabilities}")
 
 
 def check_fork_is_independent(h: Harness) -> None:
     with h.sandbox() as sb:
         sb.exec("cd src && export X=1 && echo parent-before > ../state.txt")
         with sb.fork() as child:
-            assert child.exec("pwd; echo $X; cat ../state.txt").output == "/workspace/src\n1\nparent-before\n"
+            _equal(child.exec("pwd; echo $X; cat ../state.txt").output, "/workspace/src\n1\nparent-before\n")
             child.write_file("/workspace/hello.txt", "child")
             sb.write_file("/workspace/state.txt", "parent-after")
             child.exec("rm code.py")
-            assert sb.read_file("hello.txt") == b"hello\n"
-            assert child.read_file("state.txt") == b"parent-before\n"
-            assert sb.exec("test -f code.py").ok and not child.exec("test -f code.py").ok
+            _equal(sb.read_file("hello.txt"), b"hello\n")
+            _equal(child.read_file("state.txt"), b"parent-before\n")
+            _check(
+                sb.exec("test -f code.py").ok and not child.exec("test -f code.py").ok,
+                'expected sb.exec("test -f code.py").ok and not child.exec("test -f code.py").ok',
+            )
             with child.fork() as grandchild:
                 grandchild.exec("echo grandchild > /workspace/hello.txt")
-                assert child.read_file("hello.txt") == b"child"
-                assert grandchild.read_file("state.txt") == b"parent-before\n"
-                assert not grandchild.exec("test -f code.py").ok
-            assert sb.read_file("hello.txt") == b"hello\n"
+                _equal(child.read_file("hello.txt"), b"child")
+                _equal(grandchild.read_file("state.txt"), b"parent-before\n")
+                _check(not grandchild.exec("test -f code.py").ok, 'expected not grandchild.exec("test -f code.py").ok')
+            _equal(sb.read_file("hello.txt"), b"hello\n")
 
 
 def check_many_forks_of_one_parent(h: Harness) -> None:
@@ -199,11 +233,11 @@ def check_many_forks_of_one_parent(h: Harness) -> None:
             for i in range(3):
                 sb.exec(f"echo {i} > count.txt")
                 children.append(sb.fork())
-            assert [c.read_file("count.txt") for c in children] == [b"0\n", b"1\n", b"2\n"]
+            _equal([c.read_file("count.txt") for c in children], [b"0\n", b"1\n", b"2\n"])
         finally:
             for child in children:
                 child.close()
-        assert sb.read_file("count.txt") == b"2\n"
+        _equal(sb.read_file("count.txt"), b"2\n")
 
 
 def check_close_is_idempotent_and_final(h: Harness) -> None:
@@ -213,7 +247,7 @@ def check_close_is_idempotent_and_final(h: Harness) -> None:
         try:
             sb.exec("true")
         except SandboxError as exc:
-            assert "closed" in str(exc)
+            _check("closed" in str(exc), 'expected "closed" in str(exc)')
         else:
             raise AssertionError("a closed sandbox ran a command")
 
@@ -222,7 +256,7 @@ def check_missing_workspace_is_a_clear_error(h: Harness) -> None:
     try:
         h.make(SandboxSpec(workspace=h.tmp / "no-such-dir"))
     except SandboxError as exc:
-        assert "no-such-dir" in str(exc)
+        _check("no-such-dir" in str(exc), 'expected "no-such-dir" in str(exc)')
     else:
         raise AssertionError("a missing workspace was accepted")
 
@@ -248,9 +282,9 @@ def attack_fork_bomb(h: Harness) -> None:
     with h.sandbox(pids=64) as sb, _host_untouched(h, sb):
         idle = sb.exec(COUNT_PROCESSES, timeout=10).output
         result, _ = _timed(sb, ":(){ :|:& };:", timeout=10)
-        assert result.cause in ("background", "pids", None), result
+        _check(result.cause in ("background", "pids", None), result)
         left = sb.exec(COUNT_PROCESSES, timeout=10)
-        assert left.ok and left.cause is None and left.output == idle, (result, left, idle)
+        _check(left.ok and left.cause is None and left.output == idle, (result, left, idle))
 
 
 def attack_relay_left_running(h: Harness) -> None:
@@ -263,44 +297,55 @@ def attack_relay_left_running(h: Harness) -> None:
         idle = sb.exec(COUNT_PROCESSES, timeout=10).output
         for attempt in range(20):
             result, elapsed = _timed(sb, "relay() { relay & }; relay", timeout=10)
-            assert result.cause == "background" and elapsed < 2, (attempt, result)
+            _check(result.cause == "background" and elapsed < 2, (attempt, result))
             left = sb.exec(COUNT_PROCESSES, timeout=10)
-            assert left.ok and left.cause is None and left.output == idle, (attempt, left, idle)
+            _check(left.ok and left.cause is None and left.output == idle, (attempt, left, idle))
 
 
 def attack_fork_bomb_held(h: Harness) -> None:
     """A bomb the command waits on: the process cap is hit, and the command killed for it."""
     with h.sandbox(pids=64) as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, "bomb() { bomb | bomb & }; bomb; sleep 30", timeout=10)
-        assert result.cause == "pids" and not result.ok, result
+        _check(result.cause == "pids" and not result.ok, result)
 
 
 def attack_endless_output(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, "yes", timeout=1)
-        assert result.timed_out and result.truncated and result.cause == "timeout"
-        assert len(result.output) == h.limits.output_bytes
+        _check(
+            result.timed_out and result.truncated and result.cause == "timeout",
+            'expected result.timed_out and result.truncated and result.cause == "timeout"',
+        )
+        _equal(len(result.output), h.limits.output_bytes)
 
 
 def attack_huge_file(h: Harness) -> None:
     cap = 16 * 1024 * 1024
     with h.sandbox(file_bytes=cap) as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, "head -c 10G /dev/zero > big.bin", timeout=20)
-        assert result.cause == "file_size" and not result.ok, result
-        assert int(sb.exec("stat -c %s big.bin").output) <= cap
+        _check(result.cause == "file_size" and not result.ok, result)
+        _check(
+            int(sb.exec("stat -c %s big.bin").output) <= cap,
+            'expected int(sb.exec("stat -c %s big.bin").output) <= cap',
+        )
 
 
 def attack_sleep_forever(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, "sleep infinity", timeout=1)
-        assert result.timed_out and result.cause == "timeout" and not result.ok
+        _check(
+            result.timed_out and result.cause == "timeout" and not result.ok,
+            'expected result.timed_out and result.cause == "timeout" and not result.ok',
+        )
 
 
 def attack_ignores_sigterm(h: Harness) -> None:
     program = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)"
     with h.sandbox() as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, f"trap '' TERM; python3 -c '{program}' & (trap '' TERM; sleep 1000)", timeout=1)
-        assert result.timed_out and result.cause == "timeout"
+        _check(
+            result.timed_out and result.cause == "timeout", 'expected result.timed_out and result.cause == "timeout"'
+        )
 
 
 def attack_background_left_running(h: Harness) -> None:
@@ -308,7 +353,10 @@ def attack_background_left_running(h: Harness) -> None:
         result, elapsed = _timed(
             sb, "nohup sleep 1000 >/dev/null 2>&1 & (setsid sleep 1000 &); disown -a; echo started", timeout=10
         )
-        assert result.output == "started\n" and result.cause == "background" and elapsed < 2
+        _check(
+            result.output == "started\n" and result.cause == "background" and elapsed < 2,
+            'expected result.output == "started\\n" and result.cause == "background" and elapsed < 2',
+        )
 
 
 def attack_network(h: Harness) -> None:
@@ -334,16 +382,16 @@ def attack_network(h: Harness) -> None:
             pass  # nobody connected
         else:
             raise AssertionError("the sandbox reached a service on the host's loopback")
-    assert "open" not in result.output and "no-dns" in result.output, result.output
+    _check("open" not in result.output and "no-dns" in result.output, result.output)
 
 
 def attack_read_host_files(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         secret = h.tmp / "host-sentinel" / "secret.txt"
         result, _ = _timed(sb, f"cat {secret} /etc/shadow /root/.bashrc 2>&1; ls /home /root /work 2>&1", timeout=10)
-        assert "host secret" not in result.output
-        assert not sb.exec(f"test -e {h.tmp}").ok, "the host's scratch directory is visible"
-        assert not sb.exec("test -r /etc/shadow").ok
+        _check("host secret" not in result.output, 'expected "host secret" not in result.output')
+        _check(not sb.exec(f"test -e {h.tmp}").ok, "the host's scratch directory is visible")
+        _check(not sb.exec("test -r /etc/shadow").ok, 'expected not sb.exec("test -r /etc/shadow").ok')
 
 
 def attack_docker_socket(h: Harness) -> None:
@@ -358,7 +406,7 @@ def attack_docker_socket(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         sb.write_file("/tmp/sock.py", program)
         result, _ = _timed(sb, "python3 /tmp/sock.py", timeout=10)
-        assert "open" not in result.output and result.output.count("blocked") == 3, result.output
+        _check("open" not in result.output and result.output.count("blocked") == 3, result.output)
 
 
 def attack_write_outside_workdir(h: Harness) -> None:
@@ -369,50 +417,62 @@ def attack_write_outside_workdir(h: Harness) -> None:
             result, _ = _timed(sb, f"echo x > {target}{marker} 2>&1", timeout=10)
             if result.ok:  # some roots are the sandbox's own (never the host's): gone with it
                 sb.exec(f"rm -f {target}{marker}")
-        assert sb.exec(f"echo x > /tmp/{marker}").ok, "the private /tmp is not writable"
+        _check(sb.exec(f"echo x > /tmp/{marker}").ok, "the private /tmp is not writable")
     for target in targets + ["/tmp/"]:
-        assert not Path(f"{target}{marker}").exists(), f"the sandbox wrote {target}{marker} on the host"
+        _check(not Path(f"{target}{marker}").exists(), f"the sandbox wrote {target}{marker} on the host")
 
 
 def attack_closes_stdout_early(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         result, elapsed = _timed(sb, "exec 1>&- 2>&-; sleep 0.3; exit 4", timeout=5)
-        assert result.exit_code == 4 and elapsed < 2
+        _check(result.exit_code == 4 and elapsed < 2, "expected result.exit_code == 4 and elapsed < 2")
         result, _ = _timed(sb, "python3 -c 'import os, time; os.close(1); os.close(2); time.sleep(0.2)'; echo after", 5)
-        assert result.output == "after\n"
-        assert sb.exec("echo visible").output == "visible\n"
+        _equal(result.output, "after\n")
+        _equal(sb.exec("echo visible").output, "visible\n")
 
 
 def attack_binary_output(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, r"head -c 100000 /dev/urandom; printf '\x00\xff\xfe tail'", timeout=10)
-        assert isinstance(result.output, str) and result.truncated
-        assert len(result.output.encode("utf-8", "surrogatepass")) >= 1000
+        _check(
+            isinstance(result.output, str) and result.truncated,
+            "expected isinstance(result.output, str) and result.truncated",
+        )
+        _check(
+            len(result.output.encode("utf-8", "surrogatepass")) >= 1000,
+            'expected len(result.output.encode("utf-8", "surrogatepass")) >= 1000',
+        )
         result = sb.exec(r"printf '\xff\xfeok\x00end'")
-        assert result.output.endswith("ok\x00end") and "\ufffd" in result.output
+        _check(
+            result.output.endswith("ok\x00end") and "\ufffd" in result.output,
+            'expected result.output.endswith("ok\\x00end") and "\\ufffd" in result.output',
+        )
 
 
 def attack_memory_hog(h: Harness) -> None:
     with h.sandbox(memory_bytes=512 * 1024 * 1024) as sb, _host_untouched(h, sb):
         result, _ = _timed(sb, "python3 -c 'x = bytearray(4 * 1024**3)'", timeout=20)
-        assert not result.ok and "MemoryError" in result.output, result
+        _check(not result.ok and "MemoryError" in result.output, result)
 
 
 def attack_fill_tmp(h: Harness) -> None:
     """A full /tmp is the agent's doing: a command result with cause "disk", and `rm` frees it."""
     with h.sandbox(tmp_bytes=8 * 1024 * 1024) as sb:
         result, _ = _timed(sb, "head -c 64M /dev/zero > /tmp/fill", timeout=20)
-        assert result.cause == "disk" and not result.ok, result
-        assert sb.exec("echo alive").output == "alive\n"
-        assert sb.exec("rm -f /tmp/fill && head -c 1M /dev/zero > /tmp/small").ok
+        _check(result.cause == "disk" and not result.ok, result)
+        _equal(sb.exec("echo alive").output, "alive\n")
+        _check(
+            sb.exec("rm -f /tmp/fill && head -c 1M /dev/zero > /tmp/small").ok,
+            'expected sb.exec("rm -f /tmp/fill && head -c 1M /dev/zero > /tmp/small").ok',
+        )
         sb.exec("rm -f /tmp/small")
         try:
             sb.write_file("/tmp/big.bin", b"\0" * (16 * 1024 * 1024))
         except OSError as exc:
-            assert exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space" in str(exc), exc
+            _check(exc.errno in (errno.ENOSPC, errno.EDQUOT) or "No space" in str(exc), exc)
         else:
             raise AssertionError("writing past a full /tmp did not fail")
-        assert sb.exec("rm -f /tmp/big.bin; echo ok").output == "ok\n"
+        _equal(sb.exec("rm -f /tmp/big.bin; echo ok").output, "ok\n")
 
 
 def _free(path: Path) -> int:
@@ -431,12 +491,12 @@ def attack_fill_disk(h: Harness) -> None:
         after = {d: _free(d) for d in disks}
         for disk in disks:
             lost = before[disk] - after[disk]
-            assert lost <= quota + DISK_SLACK, f"{disk} lost {lost >> 20} MiB with a quota of {quota >> 20} MiB"
-        assert result.cause == "disk" and not result.ok and not result.timed_out, result
-        assert sb.exec("echo alive").output == "alive\n"
-        assert sb.exec("rm -f /workspace/f*").ok
+            _check(lost <= quota + DISK_SLACK, f"{disk} lost {lost >> 20} MiB with a quota of {quota >> 20} MiB")
+        _check(result.cause == "disk" and not result.ok and not result.timed_out, result)
+        _equal(sb.exec("echo alive").output, "alive\n")
+        _check(sb.exec("rm -f /workspace/f*").ok, 'expected sb.exec("rm -f /workspace/f*").ok')
         again = sb.exec("head -c 10M /dev/zero > /workspace/g && echo written", timeout=120)
-        assert again.output == "written\n" and again.cause is None, again
+        _check(again.output == "written\n" and again.cause is None, again)
 
 
 # -- the supervisor is out of reach ---------------------------------------------------------
@@ -451,9 +511,9 @@ def _supervisor_answers(sb: Sandbox) -> None:
     """The next replies are the commands' own (no forged or shifted reply)."""
     for word in ("first", "second"):
         result = sb.exec(f"echo {word}")
-        assert result.output == f"{word}\n" and result.ok, result
+        _check(result.output == f"{word}\n" and result.ok, result)
     fresh = sb.exec("echo fresh", fresh=True)
-    assert fresh.output == "fresh\n" and fresh.ok, fresh
+    _check(fresh.output == "fresh\n" and fresh.ok, fresh)
 
 
 def attack_kill_everything(h: Harness) -> None:
@@ -461,11 +521,11 @@ def attack_kill_everything(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         for command in ("kill -9 -1", "kill -9 -1; echo after", "(sleep 100 &); kill -KILL -1"):
             result, _ = _timed(sb, command, timeout=10)
-            assert not result.timed_out, (command, result)
+            _check(not result.timed_out, (command, result))
             _supervisor_answers(sb)
         result, _ = _timed(sb, "kill -9 -1", timeout=10)
         fresh = sb.exec("kill -9 -1; echo after", fresh=True)
-        assert not fresh.timed_out, fresh
+        _check(not fresh.timed_out, fresh)
         _supervisor_answers(sb)
 
 
@@ -476,7 +536,7 @@ def attack_signal_supervisor(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         for fresh in (False, True):
             result, _ = _timed(sb, command, timeout=10) if not fresh else (sb.exec(command, fresh=True), 0)
-            assert result.output == "survived\n" and not result.timed_out, result
+            _check(result.output == "survived\n" and not result.timed_out, result)
             _supervisor_answers(sb)
 
 
@@ -501,8 +561,8 @@ def attack_ptrace_supervisor(h: Harness) -> None:
         sb.write_file("/tmp/pt.py", PTRACE)
         for fresh in (False, True):
             result = sb.exec("python3 /tmp/pt.py 1 $PPID", timeout=10, fresh=fresh)
-            assert "attached" not in result.output and "seized" not in result.output, result
-            assert "denied" in result.output, result
+            _check("attached" not in result.output and "seized" not in result.output, result)
+            _check("denied" in result.output, result)
             _supervisor_answers(sb)
 
 
@@ -516,9 +576,9 @@ def attack_forge_reply(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         for fresh in (False, True):
             result = sb.exec(forge, timeout=10, fresh=fresh)
-            assert result.output == "done\n", result
+            _check(result.output == "done\n", result)
             _supervisor_answers(sb)
-            assert not sb.exec("test -e /workspace/pwned").ok, "an injected request ran"
+            _check(not sb.exec("test -e /workspace/pwned").ok, "an injected request ran")
 
 
 def attack_write_supervisor_memory(h: Harness) -> None:
@@ -536,7 +596,7 @@ def attack_write_supervisor_memory(h: Harness) -> None:
     with h.sandbox() as sb, _host_untouched(h, sb):
         sb.write_file("/tmp/mem.py", program)
         result = sb.exec("python3 /tmp/mem.py", timeout=10)
-        assert "wrote" not in result.output and "refused" in result.output, result
+        _check("wrote" not in result.output and "refused" in result.output, result)
         _supervisor_answers(sb)
 
 
@@ -551,8 +611,10 @@ def attack_planted_symlinks(h: Harness) -> None:
             f"ln -s {target} /workspace/link.txt; ln -s /etc /workspace/etcdir; ln -s /proc/self/fd/1 /workspace/out.txt; "
             "ln -s /proc/self/fd/0 /workspace/in.txt; mkfifo /workspace/fifo; export KEEP=1"
         )
-        assert sb.exec("sleep 10", timeout=0.5).timed_out  # a new shell generation: a restore
-        assert sb.exec("echo $KEEP").output == "1\n"
+        _check(
+            sb.exec("sleep 10", timeout=0.5).timed_out, 'expected sb.exec("sleep 10", timeout=0.5).timed_out'
+        )  # a new shell generation: a restore
+        _equal(sb.exec("echo $KEEP").output, "1\n")
         for path in ("link.txt", "etcdir/planted-by-supervisor", "out.txt", "in.txt", "fifo"):
             with contextlib.suppress(OSError):
                 sb.write_file(path, FORGED + "\n")
@@ -562,7 +624,7 @@ def attack_planted_symlinks(h: Harness) -> None:
                 sb.read_file(path)
             _supervisor_answers(sb)
         if not agent_can:
-            assert not sb.exec(f"test -e {target}").ok, "the supervisor wrote where the agent cannot"
+            _check(not sb.exec(f"test -e {target}").ok, "the supervisor wrote where the agent cannot")
 
 
 # -- a fresh exec ignores the persistent shell ----------------------------------------------------
@@ -575,14 +637,16 @@ def check_fresh_exec_ignores_the_shell(h: Harness) -> None:
             "export PATH=/tmp/evil:$PATH; export BASH_ENV=/tmp/evil/git ENV=/tmp/evil/git; "
             "trap 'echo forged' EXIT DEBUG; cd /"
         )
-        assert "forged" in sb.exec("git --version").output  # the persistent shell is the agent's
+        _check(
+            "forged" in sb.exec("git --version").output, 'expected "forged" in sb.exec("git --version").output'
+        )  # the persistent shell is the agent's
         fresh = sb.exec("git --version; pwd; echo $PATH", fresh=True)
-        assert fresh.output == pristine.output and "forged" not in fresh.output, (pristine, fresh)
-        assert fresh.exit_code == pristine.exit_code
+        _check(fresh.output == pristine.output and "forged" not in fresh.output, (pristine, fresh))
+        _equal(fresh.exit_code, pristine.exit_code)
         # ... and a fresh exec leaves the persistent shell's state alone.
         sb.exec("cd /tmp && export MARK=fresh", fresh=True)
         sb.exec("trap - EXIT DEBUG")
-        assert sb.exec("pwd; echo ${MARK:-unset}").output == "/\nunset\n"
+        _equal(sb.exec("pwd; echo ${MARK:-unset}").output, "/\nunset\n")
 
 
 def check_fresh_exec_exit_codes(h: Harness) -> None:
@@ -597,13 +661,13 @@ def check_fresh_exec_exit_codes(h: Harness) -> None:
             ("ls /proc/self/fd/6[0-3] 2>/dev/null && exit 9; exit 4", 4),  # no shell control fds
         ):
             result = sb.exec(command, fresh=True)
-            assert result.exit_code == code, (command, result)
-        assert sb.exec("cat", fresh=True).output == ""  # stdin is /dev/null
+            _check(result.exit_code == code, (command, result))
+        _equal(sb.exec("cat", fresh=True).output, "")  # stdin is /dev/null
         slow = sb.exec("sleep 30", timeout=0.5, fresh=True)
-        assert slow.timed_out and slow.cause == "timeout" and slow.exit_code == 137, slow
+        _check(slow.timed_out and slow.cause == "timeout" and slow.exit_code == 137, slow)
         left = sb.exec("sleep 100 & echo started", fresh=True)
-        assert left.cause == "background" and left.output == "started\n", left
-        assert sb.exec("echo still").output == "still\n"
+        _check(left.cause == "background" and left.output == "started\n", left)
+        _equal(sb.exec("echo still").output, "still\n")
 
 
 CHECKS: dict[str, Callable[[Harness], None]] = {
@@ -622,4 +686,7 @@ def run_checks(harness: Harness) -> dict[str, str]:
             check(harness)
         except Exception as exc:  # noqa: BLE001 - report every failure, not just the first
             failures[name] = f"{type(exc).__name__}: {exc}"
+            logger.warning("conformance: %s failed: %s", name, failures[name])
+        else:
+            logger.debug("conformance: %s passed", name)
     return failures

@@ -43,6 +43,7 @@ import fnmatch
 import hashlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
@@ -51,29 +52,100 @@ import sys
 import tarfile
 import tempfile
 import time
-import types
 import typing
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
+from pydantic import BeforeValidator, ConfigDict, TypeAdapter, ValidationError, create_model
+from pydantic.dataclasses import dataclass
+from pydantic_core import PydanticCustomError, core_schema
 
 from sandboxes.base import DEFAULT_IMAGE, Mount, SandboxError, SandboxLimits, SandboxSpec
-from sandboxes.pyenv import PythonEnv
+from sandboxes.yaml_files import field_problems, load_mapping
+
+logger = logging.getLogger(__name__)
 
 RECIPE_FORMAT = 1
 """Bumped when the way a recipe becomes an image changes, so old builds are not reused."""
 HASH_LABEL = "io.agentic-rl.definition-hash"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B?|B)?\s*$", re.IGNORECASE)
+# Every section of a definition file: unknown fields are errors (a typo must not be
+# ignored), and numbers are read as text where text is expected (`env: {A: 1}`).
+_STRICT = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
 
 class DefinitionError(SandboxError):
     """A sandbox definition is malformed; the message names the file and the field."""
 
 
-@dataclass(frozen=True)
+# -- sizes ------------------------------------------------------------------------------------
+def _size_bytes(value: Any) -> int | None:
+    """Bytes from an int or a string such as "512M", "4G", "1.5GiB" (binary units); None if
+    `value` is not a size."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        return None
+    number, unit = float(match.group(1)), (match.group(2) or "B").upper()[:1]
+    return int(number * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
+
+
+def parse_size(value: Any, where: str) -> int:
+    """Bytes from an int or a string such as "512M", "4G", "1.5GiB" (binary units)."""
+    size = _size_bytes(value)
+    if size is None:
+        raise DefinitionError(f"{where}: expected a size such as 4096, 512M or 4G, got {value!r}")
+    return size
+
+
+def _validate_size(value: Any) -> int:
+    size = _size_bytes(value)
+    if size is None:
+        raise PydanticCustomError(
+            "size", "expected a size such as 4096, 512M or 4G, got {value}", {"value": repr(value)}
+        )
+    return size
+
+
+Size = Annotated[int, BeforeValidator(_validate_size)]
+"""A byte count in a definition file: 4096, "512M", "4G", "1.5GiB"."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _FieldsOf:
+    """`Annotated` metadata that reads one of `sandboxes.base`'s plain dataclasses (limits,
+    mounts) from a definition file: through a strict pydantic model of its fields (sizes in
+    its `*_bytes` fields), so that errors name the field; an instance is taken as it is."""
+
+    cls: type
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        hints = typing.get_type_hints(self.cls)
+        fields: dict[str, Any] = {}
+        for item in dataclasses.fields(self.cls):
+            default = item.default if item.default is not dataclasses.MISSING else ...
+            fields[item.name] = (Size if item.name.endswith("_bytes") else hints[item.name], default)
+        model = create_model(self.cls.__name__, __config__=_STRICT, **fields)
+        cls = self.cls
+
+        def build(value: Any, validate: Callable[[Any], Any]) -> Any:
+            return value if isinstance(value, cls) else cls(**dict(validate(value)))
+
+        return core_schema.no_info_wrap_validator_function(build, handler(model))
+
+
+_Limits = Annotated[SandboxLimits, _FieldsOf(SandboxLimits)]
+_Mount = Annotated[Mount, _FieldsOf(Mount)]
+
+
+# -- the definition ---------------------------------------------------------------------------
+@dataclass(frozen=True, config=_STRICT)
 class Debootstrap:
     """A Debian root file system from scratch (the base image where no registry is reachable)."""
 
@@ -85,7 +157,7 @@ class Debootstrap:
     the content hash (every mirror serves the same suite)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class Copy:
     """Host files put into an image: a file, or a folder's content (less `exclude`, shell
     patterns matched against paths relative to it)."""
@@ -95,7 +167,7 @@ class Copy:
     exclude: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
 class BuildRecipe:
     """How to build a sandbox image: a base (an image, or debootstrap), files copied in,
     then setup steps."""
@@ -108,7 +180,27 @@ class BuildRecipe:
     user: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=_STRICT)
+class PythonEnv:
+    """The `python:` section of a sandbox definition (built by `sandboxes.pyenv.prepare`)."""
+
+    version: str = ""
+    """A CPython version, `3.9` (the newest 3.9.x installed) or `3.9.18`."""
+    packages: tuple[str, ...] = ()
+    """Debian packages installed into the image first (docker; the local backend runs the
+    host's own system)."""
+    system: tuple[str, ...] = ()
+    """Shell steps run first, as root, with the network, in one shell (docker images only)."""
+    system_check: str = ""
+    """A shell test that passes where the host already has what `system` makes (e.g.
+    `dpkg -s graphviz`): the local backend then takes the steps as met. Empty: it cannot."""
+    setup: tuple[str, ...] = ()
+    """Shell steps run with the virtualenv active and the network, in order."""
+    install: tuple[str, ...] = ()
+    """Shell steps run the same way in the workspace (at the definition's workdir)."""
+
+
+@dataclass(frozen=True, config=_STRICT)
 class SandboxDefinition:
     """A parsed sandbox definition; `spec()` is what a backend starts from."""
 
@@ -122,8 +214,8 @@ class SandboxDefinition:
     env: dict[str, str] = field(default_factory=dict)
     network: bool = False
     user: str | None = None
-    limits: SandboxLimits = field(default_factory=SandboxLimits)
-    mounts: tuple[Mount, ...] = ()
+    limits: _Limits = field(default_factory=SandboxLimits)
+    mounts: tuple[_Mount, ...] = ()
     python: PythonEnv | None = None
 
     @property
@@ -153,113 +245,43 @@ class SandboxDefinition:
         )
 
 
+_DEFINITION = TypeAdapter(SandboxDefinition)
+
+
 # -- parsing ----------------------------------------------------------------------------------
-def parse_size(value: Any, where: str) -> int:
-    """Bytes from an int or a string such as "512M", "4G", "1.5GiB" (binary units)."""
-    if isinstance(value, bool):
-        raise DefinitionError(f"{where}: expected a size, got {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _SIZE.match(str(value))
-    if not match:
-        raise DefinitionError(f"{where}: expected a size such as 4096, 512M or 4G, got {value!r}")
-    number, unit = float(match.group(1)), (match.group(2) or "B").upper()[:1]
-    return int(number * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
-
-
-def _coerce(value: Any, kind: Any, where: str, field_name: str) -> Any:
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        kind = next(a for a in args if a is not type(None))
-        origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if kind is int and field_name.endswith("_bytes"):
-        return parse_size(value, where)
-    if kind is Path:
-        if not isinstance(value, str):
-            raise DefinitionError(f"{where}: expected a path, got {value!r}")
-        return Path(value)
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise DefinitionError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise DefinitionError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if kind is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise DefinitionError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if kind is str:
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise DefinitionError(f"{where}: expected a string, got {value!r}")
-        return str(value)
-    if origin is tuple:
-        if isinstance(value, str) or not isinstance(value, list | tuple):
-            raise DefinitionError(f"{where}: expected a list, got {value!r}")
-        return tuple(_coerce(v, args[0], f"{where}[{i}]", "") for i, v in enumerate(value))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise DefinitionError(f"{where}: expected a mapping, got {value!r}")
-        return {str(k): _coerce(v, str, f"{where}.{k}", "") for k, v in value.items()}
-    if dataclasses.is_dataclass(kind):
-        return _dataclass(kind, value, where)
-    raise DefinitionError(f"{where}: unsupported field type {kind}")  # a bug here, not in the file
-
-
-def _dataclass(cls: type, data: Any, where: str, **given: Any) -> Any:
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise DefinitionError(f"{where}: expected a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.name not in given}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        inside = f"{where}: " if where else ""
-        raise DefinitionError(f"{inside}unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(names))}")
-    values = {k: _coerce(v, hints[k], f"{where}.{k}" if where else k, k) for k, v in data.items()}
-    return cls(**values, **given)
-
-
 def parse_definition(data: Any, source: Path) -> SandboxDefinition:
     """A definition from already-loaded YAML; `source` names it in errors and anchors paths."""
-    where = str(source)
+    source = Path(source)
     if not isinstance(data, dict):
-        raise DefinitionError(f"{where}: a sandbox definition is a mapping, got {type(data).__name__}")
-    data = dict(data)
-    data.setdefault("name", Path(source).stem)
+        raise DefinitionError(f"{source}: expected a mapping of fields, got {type(data).__name__}")
+    if "path" in data:  # the file's own path, not a field of it
+        raise DefinitionError(f"{source}: field 'path': unknown field")
     try:
-        definition = _dataclass(SandboxDefinition, data, "", path=Path(source))
-    except DefinitionError as exc:
-        raise DefinitionError(f"{where}: {exc}") from None
+        definition = _DEFINITION.validate_python({"name": source.stem, **data, "path": source})
+    except ValidationError as exc:
+        raise DefinitionError(f"{source}: {field_problems(exc)}") from None
+    # What the schema cannot say: exclusive fields, and paths (relative to the file) that exist.
     errors = []
     if definition.image and definition.build:
-        errors.append("give either image or build, not both")
+        errors.append("field 'image': give either image or build, not both")
     if definition.build is not None:
         recipe = definition.build
         if (recipe.base is None) == (recipe.debootstrap is None):
-            errors.append("build: give exactly one of base or debootstrap")
-        copies = _anchor_sources(recipe.copy, "build.copy", Path(source), errors)
+            errors.append("field 'build': give exactly one of base or debootstrap")
+        copies = _anchor_sources(recipe.copy, "build.copy", source, errors)
         definition = dataclasses.replace(definition, build=dataclasses.replace(recipe, copy=copies))
-    definition = dataclasses.replace(
-        definition, mounts=_anchor_sources(definition.mounts, "mounts", Path(source), errors)
-    )
+    definition = dataclasses.replace(definition, mounts=_anchor_sources(definition.mounts, "mounts", source, errors))
     if definition.python is not None and not definition.python.version:
-        errors.append("python.version: give a CPython version such as '3.9'")
+        errors.append("field 'python.version': give a CPython version such as '3.9'")
     if not definition.workdir.startswith("/"):
-        errors.append(f"workdir: must be an absolute path, got {definition.workdir!r}")
+        errors.append(f"field 'workdir': must be an absolute path, got {definition.workdir!r}")
     if definition.workspace is not None:
-        workspace = definition.workspace
-        if not workspace.is_absolute():
-            workspace = (Path(source).parent / workspace).resolve()
+        workspace = _anchored(definition.workspace, source_path=source)
         if not workspace.is_dir():
-            errors.append(f"workspace: {workspace} is not a directory")
+            errors.append(f"field 'workspace': {workspace} is not a directory")
         definition = dataclasses.replace(definition, workspace=workspace)
     if errors:
-        raise DefinitionError(f"{where}: " + "; ".join(errors))
+        raise DefinitionError(f"{source}: " + "; ".join(errors))
     return definition
 
 
@@ -268,34 +290,27 @@ def _anchored(path: Path, *, source_path: Path) -> Path:
     return path if path.is_absolute() else (source_path.parent / path).resolve()
 
 
-def _anchor_sources(items, field: str, source_path: Path, errors: list[str]) -> tuple:
+def _anchor_sources(items: tuple, field: str, source_path: Path, errors: list[str]) -> tuple:
     """`items` (copies or mounts: `source` on the host, `target` inside) with their sources
-    anchored to the definition file; problems are appended to `errors`, naming `field[i]`."""
+    anchored to the definition file; problems are appended to `errors`, naming `field.i`."""
     anchored = []
     for i, item in enumerate(items):
         host = _anchored(item.source, source_path=source_path)
         if not host.exists():
-            errors.append(f"{field}[{i}].source: {host} does not exist")
+            errors.append(f"field '{field}.{i}.source': {host} does not exist")
         if not item.target.startswith("/"):
-            errors.append(f"{field}[{i}].target: must be an absolute path, got {item.target!r}")
+            errors.append(f"field '{field}.{i}.target': must be an absolute path, got {item.target!r}")
         anchored.append(dataclasses.replace(item, source=host))
     return tuple(anchored)
 
 
 def load_definition(path: str | Path) -> SandboxDefinition:
     """Read and validate a sandbox definition file."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise DefinitionError(f"{path}: cannot read: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise DefinitionError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_definition(data, path)
+    return parse_definition(load_mapping(path, DefinitionError), Path(path))
 
 
 # -- building ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class BuildResult:
     image: str
     cached: bool
@@ -370,7 +385,13 @@ def apt_mirror(suite: str) -> str:
     return DEFAULT_MIRROR
 
 
-def build(definition: SandboxDefinition, *, engine: Any = None, force: bool = False, log=print) -> BuildResult:
+def build(
+    definition: SandboxDefinition,
+    *,
+    engine: Any = None,
+    force: bool = False,
+    log: Callable[[str], None] = logger.info,
+) -> BuildResult:
     """Build `definition`'s image, unless an image of the same content hash exists."""
     started = time.monotonic()
     if definition.build is None:

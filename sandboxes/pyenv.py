@@ -11,6 +11,8 @@ A sandbox definition's `python:` section asks for one:
       setup: [python -m pip install pytest]   # the virtualenv active, with the network
       install: [python -m pip install -e .]   # the same, in the workspace (at workdir)
 
+(`sandboxes.images.PythonEnv`: the section is part of the definition's schema, and this
+module stands above `sandboxes.images`, whose definitions and image builds it uses.)
 The virtualenv is at `/opt/venv` in the sandbox, the interpreter at its own prefix, and
 `PATH` and `VIRTUAL_ENV` point at the virtualenv. `prepare(definition, backend)` builds it
 and says how a sandbox runs it (`PreparedEnv`); builds are cached by content, in two
@@ -44,6 +46,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import re
 import shlex
@@ -59,6 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import DEFAULT_IMAGE, Mount, SandboxError, SandboxLimits, SandboxSpec
+from sandboxes.images import BuildRecipe, Copy, PythonEnv, SandboxDefinition, build
+
+logger = logging.getLogger(__name__)
 
 VENV = "/opt/venv"
 BUILD_FORMAT = 1
@@ -75,26 +81,6 @@ PREFIX_EXCLUDE = ("lib/python*/site-packages/*", "lib/python*/test", "lib/python
 STEP_TIMEOUT_S = 3600.0
 LOG_TAIL_LINES = 30
 PARTS = ("python", "system", "setup", "install")
-
-
-@dataclass(frozen=True)
-class PythonEnv:
-    """The `python:` section of a sandbox definition."""
-
-    version: str = ""
-    """A CPython version, `3.9` (the newest 3.9.x installed) or `3.9.18`."""
-    packages: tuple[str, ...] = ()
-    """Debian packages installed into the image first (docker; the local backend runs the
-    host's own system)."""
-    system: tuple[str, ...] = ()
-    """Shell steps run first, as root, with the network, in one shell (docker images only)."""
-    system_check: str = ""
-    """A shell test that passes where the host already has what `system` makes (e.g.
-    `dpkg -s graphviz`): the local backend then takes the steps as met. Empty: it cannot."""
-    setup: tuple[str, ...] = ()
-    """Shell steps run with the virtualenv active and the network, in order."""
-    install: tuple[str, ...] = ()
-    """Shell steps run the same way in the workspace (at the definition's workdir)."""
 
 
 @dataclass(frozen=True)
@@ -309,14 +295,18 @@ def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
 
 # -- prepare ---------------------------------------------------------------------------------
 def prepare(
-    definition: Any, backend: str, *, workspace: Path | None = None, log: Callable[[str], None] | None = None
+    definition: SandboxDefinition,
+    backend: str,
+    *,
+    workspace: Path | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> PreparedEnv:
     """Build `definition`'s python environment for `backend` (`local` or `docker`), or find
     it built; `workspace` (default: the definition's) is what `install` steps install."""
     env: PythonEnv | None = definition.python
     if env is None:
         raise SandboxError(f"{definition.path}: has no python environment to prepare")
-    log = log or (lambda line: print(line, file=sys.stderr))
+    log = log or logger.info
     started = time.monotonic()
     prefix = find_python(env.version)
     workspace = workspace or definition.workspace
@@ -336,7 +326,9 @@ def prepare(
 
 
 # -- local -----------------------------------------------------------------------------------
-def _prepare_local(definition: Any, env: PythonEnv, prefix: Path, workspace: Path | None, log) -> PreparedEnv:
+def _prepare_local(
+    definition: SandboxDefinition, env: PythonEnv, prefix: Path, workspace: Path | None, log
+) -> PreparedEnv:
     if env.system:
         met = bool(env.system_check) and subprocess.run(["bash", "-c", env.system_check]).returncode == 0
         if not met:
@@ -454,9 +446,10 @@ def _build_local(
 
 
 # -- docker ----------------------------------------------------------------------------------
-def _prepare_docker(definition: Any, env: PythonEnv, prefix: Path, workspace: Path | None, log) -> PreparedEnv:
-    from sandboxes.docker_backend import client, ensure_image
-    from sandboxes.images import BuildRecipe, Copy, SandboxDefinition, build
+def _prepare_docker(
+    definition: SandboxDefinition, env: PythonEnv, prefix: Path, workspace: Path | None, log
+) -> PreparedEnv:
+    from sandboxes.docker_backend import client, ensure_image  # lazy: the docker SDK
 
     engine = client()
     if definition.build is not None:
@@ -512,10 +505,8 @@ def _prepare_docker(definition: Any, env: PythonEnv, prefix: Path, workspace: Pa
     return PreparedEnv(python=prefix, image=tag, cached=cached)
 
 
-def _docker_build(definition: Any, env: PythonEnv, engine: Any, log, key: str) -> bool:
+def _docker_build(definition: SandboxDefinition, env: PythonEnv, engine: Any, log, key: str) -> bool:
     """Build one image (or find it built); errors name the step that failed."""
-    from sandboxes.images import build
-
     log_path = cache_dir() / f"image-{key[:20]}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     recent: deque[str] = deque(maxlen=LOG_TAIL_LINES)

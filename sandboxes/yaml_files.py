@@ -45,7 +45,8 @@ def field_problems(exc: Any, prefix: str = "") -> str:
         parts = (*(prefix.split(".") if prefix else ()), *error["loc"])
         location = ".".join(str(part) for part in parts)
         message = error["msg"]
-        if error.get("type") == "extra_forbidden":
+        # A model's and a (pydantic) dataclass's word for a field the schema does not have.
+        if error.get("type") in ("extra_forbidden", "unexpected_keyword_argument"):
             message = "unknown field"
         problems.append(f"field '{location}': {message}" if location else message)
     return "; ".join(problems)

@@ -9,8 +9,8 @@ the built-in suite by default. SWE-bench rows run from a repository cache
 environment that cannot be built, tests that need the network) is reported as not
 runnable here, with the reason, apart from tasks that fail.
 
-This entry point composes layers (grading lives in `agent_env`), so it imports them
-lazily; the `tasks` library itself stays plain data.
+This entry point composes layers: the grading is `agent_env.validate`'s; here are the
+arguments and the printing. The `tasks` library itself stays plain data.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from agent_env.validate import validate_tasks
+from sandboxes.console import setup_logging
 from tasks import TaskError, builtin_tasks, load_task_set, load_tasks
 
 
@@ -52,56 +54,23 @@ def list_tasks(paths: list[str], repo_cache: Path | None = None, instances: list
 def validate(
     paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None, sandbox: str = "local"
 ) -> int:
-    from agent_env import GradingError, grade_patch, network_error, prepare_environments  # lazy: see the docstring
-    from sandboxes import make_sandbox
-
-    tasks = prepare_environments(_load(paths, repo_cache, instances), sandbox)
-    factory = None if sandbox == "local" else (lambda spec: make_sandbox(spec, sandbox))
-    failures = unavailable = 0
-    for task in tasks:
-        if task.unavailable:
-            print(f"n/a   {task.id}: not runnable here: {task.unavailable}")
-            unavailable += 1
-            continue
-        try:
-            if not task.gold_patch:
-                raise TaskError(f"{task.source}: field 'gold_patch': needed to prove the task can be solved")
-            gold = grade_patch(task, task.gold_patch, sandbox_factory=factory)
-            empty = grade_patch(task, "", sandbox_factory=factory)
-        except (TaskError, GradingError) as exc:
-            print(f"FAIL  {task.id}: {exc}")
-            failures += 1
-            continue
-        if not gold.resolved and (line := network_error(gold.log)):
-            print(f"n/a   {task.id}: not gradable offline: a test needs the network ({line})")
-            unavailable += 1
-            continue
-        problems = []
-        if not gold.resolved:
-            why = "; ".join(gold.problems) or f"failing: {', '.join(gold.failed)}"
-            problems.append(f"gold patch does not resolve it ({why})")
-        if gold.dropped:
-            problems.append(
-                "the gold patch changes protected paths, which never reach the grader: "
-                + ", ".join(f"{path} ({reason})" for path, reason in gold.dropped)
-                + " (list source paths the rule mistakes for tests in grading.unprotect)"
-            )
-        if empty.resolved:
-            problems.append("the empty patch already resolves it (FAIL_TO_PASS tests pass without a fix)")
-        passing_before = [t for t in task.grading.fail_to_pass if t not in empty.failed]
-        if passing_before:
-            problems.append(f"FAIL_TO_PASS tests pass without a fix: {passing_before}")
-        if problems:
-            failures += 1
-            print(f"FAIL  {task.id}: " + "; ".join(problems))
+    results = []
+    for result in validate_tasks(_load(paths, repo_cache, instances), sandbox):
+        results.append(result)
+        if result.status == "ok":
+            print(f"ok    {result.task_id}")
+        elif result.status == "failed":
+            print(f"FAIL  {result.task_id}: " + "; ".join(result.problems))
         else:
-            print(f"ok    {task.id}")
-    valid = len(tasks) - failures - unavailable
-    print(f"{valid}/{len(tasks)} tasks valid" + (f", {unavailable} not runnable here" if unavailable else ""))
-    return 1 if failures or unavailable else 0
+            print(f"n/a   {result.task_id}: {result.reason}")
+    valid = sum(r.ok for r in results)
+    unavailable = sum(r.status == "unavailable" for r in results)
+    print(f"{valid}/{len(results)} tasks valid" + (f", {unavailable} not runnable here" if unavailable else ""))
+    return 0 if valid == len(results) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
+    setup_logging()
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=["list", "validate"])
     parser.add_argument(

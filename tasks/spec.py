@@ -6,7 +6,8 @@ FAIL_TO_PASS (broken by the bug, fixed by a correct patch) and PASS_TO_PASS (mus
 passing). This is SWE-bench's grading contract, so built-in tasks and SWE-bench rows are
 graded the same way. `tasks/README.md` documents the format for users.
 
-This package is plain data: it imports neither `sandboxes` nor anything above it;
+This package is plain data: of the layers it stands on only `sandboxes.yaml_files` (the
+one YAML loader and error format for every user-written file), and nothing above it;
 `agent_env` turns a task into a sandbox.
 """
 
@@ -22,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sandboxes.yaml_files import field_problems, load_mapping
 
 TOOLS = ("execute_bash", "str_replace_editor", "finish")
 TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -179,18 +181,9 @@ def load_task(path: str | Path) -> Task:
     if path.is_dir():
         path = path / "task.yaml"
     try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise TaskError(f"{path}: cannot read: {exc}") from exc
-    except yaml.YAMLError as exc:
-        raise TaskError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise TaskError(f"{path}: expected a mapping of fields, got {type(raw).__name__}")
-    try:
-        definition = TaskDefinition.model_validate(raw)
+        definition = TaskDefinition.model_validate(load_mapping(path, TaskError))
     except ValidationError as exc:
-        problems = "; ".join(f"field '{'.'.join(str(p) for p in err['loc'])}': {err['msg']}" for err in exc.errors())
-        raise TaskError(f"{path}: {problems}") from None
+        raise TaskError(f"{path}: {field_problems(exc)}") from None
     workspace = path.parent / definition.workspace
     if not workspace.is_dir():
         raise TaskError(f"{path}: field 'workspace': folder {workspace} does not exist")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import stat
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -16,6 +18,19 @@ from sandboxes.local import bwrap_available
 
 BWRAP_PROBLEM = bwrap_available()
 needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"local sandbox unavailable: {BWRAP_PROBLEM}")
+
+
+def wait_until(condition: Callable[[], object], deadline: float, what: str, *, interval: float = 0.05):
+    """Wait for `condition()` to hold (polled every `interval` s) and return its value; fail
+    the test naming `what` once `deadline` (a `time.monotonic()` value) passes. For events
+    another process signals only through the file system or its state."""
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(interval)
 
 
 @pytest.fixture(autouse=True)

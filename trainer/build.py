@@ -1,8 +1,10 @@
 """The one place a `TrainConfig` becomes objects: the learner, the rollout engine, sandboxes.
 
-Classes take plain parameters; only this module reads configs. The training entry points
-(`trainer.train`, the Ray actors of `trainer.orchestrator`) build through here, so a run on
-one laptop and a run spread over Ray actors construct exactly the same things.
+Components take their own config section (`AlgorithmConfig`, `LearnerConfig`,
+`RolloutConfig`, ...) or plain parameters; only this module and the recipe read the whole
+`TrainConfig`. The training entry points (the recipe, the Ray actors of
+`trainer.orchestrator`) build through here, so a run on one laptop and a run spread over Ray
+actors construct exactly the same things.
 """
 
 from __future__ import annotations
@@ -15,14 +17,16 @@ from trainer.config import TrainConfig
 def build_learner(config: TrainConfig, *, mesh=None):
     """(learner, tokenizer) for `config`: the policy and, when the algorithm uses one, its
     critic. SAPO gets no critic: its policy gains the two value tokens (w+, w-) instead, and
-    the returned tokenizer names them (`trainer.inference.models.reserve_value_tokens`)."""
+    the returned tokenizer names them (`trainer.inference.models.reserve_value_tokens`).
+    The learner takes only its sections: `algorithm`, `learner`, and the sampling
+    temperature it must score tokens at."""
     from trainer.algorithms import get_algorithm
     from trainer.inference.models import ValueModel, load_policy, load_tokenizer, reserve_value_tokens
     from trainer.learner import Learner
 
-    spec = get_algorithm(config.algorithm)
-    tokenizer = load_tokenizer(config.model)
-    policy = load_policy(config.model, seed=config.seed)
+    spec = get_algorithm(config.algorithm.name)
+    tokenizer = load_tokenizer(config.model.name)
+    policy = load_policy(config.model.name, seed=config.run.seed)
     critic = ValueModel.from_policy(policy) if spec.critic == "separate" else None
     value_ids = reserve_value_tokens(policy, tokenizer) if spec.critic == "shared" else None
     learner = Learner(
@@ -30,26 +34,9 @@ def build_learner(config: TrainConfig, *, mesh=None):
         critic,
         pad_id=tokenizer.pad_token_id,
         algorithm=config.algorithm,
-        clip_low=config.clip_low,
-        clip_high=config.clip_high,
-        gae_lambda=config.gae_lambda,
-        freeze_critic_attention=config.freeze_critic_attention,
+        optim=config.learner,
+        temperature=config.rollout.temperature,
         value_token_ids=value_ids,
-        tau_v=config.tau_v,
-        r_max=config.r_max,
-        c_v=config.c_v,
-        c_q=config.c_q,
-        beta=config.beta,
-        c_h=config.c_h,
-        lr=config.lr,
-        critic_lr=config.critic_lr,
-        eps_low=config.eps_low,
-        eps_high=config.eps_high,
-        critic_steps=config.critic_steps,
-        gamma=config.gamma,
-        lambda_alpha=config.lambda_alpha,
-        temperature=config.temperature,
-        aggregation=config.loss_aggregation,
         mesh=mesh,
     )
     return learner, tokenizer
@@ -61,23 +48,24 @@ def engine_model(config: TrainConfig) -> str:
     the value rows. vLLM cannot add vocabulary rows in place, so the engine then serves an
     export of the grown policy (`trainer.inference.engines.vllm.export_with_value_tokens`), made once
     under `<output_dir>/engine-models/` and reused, and the learner's updates fit it."""
-    if config.engine != "vllm":
-        return config.model
+    if config.model.engine != "vllm":
+        return config.model.name
     from trainer.algorithms import get_algorithm
     from trainer.inference.engines.vllm import export_with_value_tokens, recorded_value_token_ids, sapo_export_folder
     from trainer.inference.models import resolve_model_path
 
-    if get_algorithm(config.algorithm).critic != "shared" or recorded_value_token_ids(resolve_model_path(config.model)):
-        return config.model
-    folder = sapo_export_folder(config.model, seed=config.seed, root=Path(config.output_dir) / "engine-models")
-    return str(export_with_value_tokens(config.model, folder, seed=config.seed))
+    model, seed = config.model.name, config.run.seed
+    if get_algorithm(config.algorithm.name).critic != "shared" or recorded_value_token_ids(resolve_model_path(model)):
+        return model
+    folder = sapo_export_folder(model, seed=seed, root=Path(config.run.output_dir) / "engine-models")
+    return str(export_with_value_tokens(model, folder, seed=seed))
 
 
 def build_engine(config: TrainConfig):
-    """The rollout engine named by `config.engine`, serving `engine_model(config)`."""
+    """The rollout engine named by `config.model.engine`, serving `engine_model(config)`."""
     from trainer.inference.engines import make_engine
 
-    return make_engine(config.engine, engine_model(config), seed=config.seed)
+    return make_engine(config.model.engine, engine_model(config), seed=config.run.seed)
 
 
 def sandbox_factory(backend: str):

@@ -1,68 +1,97 @@
-"""Typed configuration of `make train-swe`: a YAML file under `configs/` plus `key=value`
-overrides from the command line. Errors name the file (or the override) and the field."""
+"""Typed configuration of `make train-swe`: a YAML file under `configs/` plus `a.b=value`
+overrides from the command line, one sub-model per component.
+
+    run            where the run is written, its seed, how many steps, checkpoints, resume
+    model          which model, served by which inference engine
+    tasks          which tasks, in which sandboxes, picked by which curriculum
+    rollout        how an episode is played: turn and token limits, temperature, PATR trees
+    algorithm      the update rule and its hyper-parameters (SAO by default)
+    learner        optimisation: learning rates, clipping, precision, memory, guards
+    warm_start     supervised start on gold trajectories, critic pre-training
+    orchestrator   async or sync, staleness, batches, workers, fault handling
+    placement      learner ranks, GPUs, the Ray cluster
+    evaluation     success on fixed seeds before and after RL
+
+Each component takes only its part (`trainer.build` hands them out). Errors name the file
+(or the override) and the dotted field, in the one format `sandboxes.yaml_files` gives every
+user-written YAML file.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sandboxes.yaml_files import field_problems, load_mapping, parse_value
+from trainer.algorithms.registry import ALGORITHMS, get_algorithm
 
 
 class ConfigError(ValueError):
-    pass
+    """A config file or override is invalid; the message is one line naming the field."""
 
 
-class TrainConfig(BaseModel):
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, protected_namespaces=())
 
-    run_name: str = "train-swe"
+
+class RunConfig(_Section):
+    name: str = "train-swe"
     """Folder under `output_dir` for metrics and checkpoints."""
     output_dir: str = "runs"
     """Where runs are written."""
-    model: str = "tiny"
-    """Hugging Face model name or folder; `tiny` is the shipped randomly initialised model."""
     seed: int = 0
     """Seeds weights (for random init), sampling and task order."""
+    steps: int = Field(default=4, ge=0)
+    """Learner steps to run (0: only the warm start and critic pre-training, then a
+    checkpoint `step_000000` to start other runs from)."""
+    checkpoint_every: int = Field(default=0, ge=0)
+    """Save a checkpoint every N steps (0: only at the end)."""
+    resume: str | None = None
+    """Checkpoint folder to resume from, or `auto`: the newest complete checkpoint of this
+    run (a fresh start when there is none)."""
+
+
+class ModelConfig(_Section):
+    name: str = "tiny"
+    """Hugging Face model name or folder; `tiny` is the shipped randomly initialised model."""
     engine: Literal["hf", "vllm"] = "hf"
     """Inference backend for rollouts: `hf` (transformers, CPU) or `vllm` (GPU)."""
-    sandbox_backend: Literal["local", "docker"] = "local"
-    """Where episodes run: `local` (bubblewrap) or `docker`."""
-    tasks: str = "builtin"
+
+
+class TasksConfig(_Section):
+    source: str = "builtin"
     """`builtin`, a folder of task YAMLs, or a SWE-bench JSONL / dataset name."""
-    task_ids: list[str] = Field(default_factory=list)
+    ids: list[str] = Field(default_factory=list)
     """Only these task ids (all when empty)."""
     repo_cache: str | None = None
     """Folder of git clones (`owner__name` or `owner/name`) that SWE-bench rows' workspaces
     are made from; their environments are then built with pip for `sandbox_backend`
     (`tasks/README.md`). Rows that cannot be had this way are left out with the reason."""
-    algorithm: Literal["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo", "sapo"] = "sao"
-    """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
-    decoupled PPO, the critic-free group methods GRPO, Dr.GRPO and DAPO, or SAPO (one model
-    for policy and value, read through two reserved vocabulary tokens)."""
-    group_size: int = Field(default=1, gt=0)
-    """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
-    rollout: Literal["linear", "tree"] = "linear"
-    """`linear` episodes, or PATR `tree` rollouts that fork promising branches (one tree per
-    picked task and group member; its branches form one group)."""
-    tree_branches: int = Field(default=4, gt=0)
-    """Tree rollouts: most branches per tree (a hard limit)."""
-    tree_children: int = Field(default=2, ge=2)
-    """Tree rollouts: branches a promising branch splits into."""
-    tree_expand_every: int = Field(default=2, gt=0)
-    """Tree rollouts: turns between scoring rounds."""
-    tree_scorer: Literal["value", "heuristic", "judge"] = "value"
-    """Tree rollouts: who rates branches: the critic (`value`), rules over what the agent saw
-    (`heuristic`), or the policy's own engine as an LLM judge (`judge`)."""
+    sandbox_backend: Literal["local", "docker"] = "local"
+    """Where episodes run: `local` (bubblewrap) or `docker`."""
     curriculum: Literal["round_robin", "pac"] = "round_robin"
     """How tasks are picked each step: in turn, or PAC's Thompson sampling over task families
     (learnability and reward progress; its state is saved in checkpoints)."""
-    steps: int = Field(default=4, ge=0)
-    """Learner steps to run (0: only the warm start and critic pre-training, then a
-    checkpoint `step_000000` to start other runs from)."""
-    episodes_per_step: int = Field(default=3, gt=0)
-    """Episodes (one per task, SAO's single rollout per prompt) per learner step."""
+
+
+class TreeConfig(_Section):
+    branches: int = Field(default=4, gt=0)
+    """Most branches per tree (a hard limit)."""
+    children: int = Field(default=2, ge=2)
+    """Branches a promising branch splits into."""
+    expand_every: int = Field(default=2, gt=0)
+    """Turns between scoring rounds."""
+    scorer: Literal["value", "heuristic", "judge"] = "value"
+    """Who rates branches: the critic (`value`), rules over what the agent saw
+    (`heuristic`), or the policy's own engine as an LLM judge (`judge`)."""
+
+
+class RolloutConfig(_Section):
+    kind: Literal["linear", "tree"] = "linear"
+    """`linear` episodes, or PATR `tree` rollouts that fork promising branches (one tree per
+    picked task and group member; its branches form one group)."""
     max_turns: int = Field(default=3, gt=0)
     """Agent turns per episode (caps each task's own limit)."""
     max_new_tokens: int = Field(default=48, gt=0)
@@ -73,66 +102,98 @@ class TrainConfig(BaseModel):
     """Tool output kept per observation (head and tail)."""
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature; the learner scores tokens at the same temperature."""
-    lr: float = Field(default=1e-6, gt=0)
-    """Policy learning rate (AdamW)."""
-    critic_lr: float = Field(default=5e-6, gt=0)
-    """Critic learning rate (SAO: 5e-6)."""
+    tree: TreeConfig = Field(default_factory=TreeConfig)
+    """PATR trees (`kind: tree`)."""
+
+
+class SAPOConfig(_Section):
+    tau_v: float = Field(default=1.0, gt=0)
+    """Temperature of the value readout `V = r_max * clip((z_w+ - z_w-) / tau_v, -1, 1)`;
+    large enough that the logit gap stays inside the band (the clip has no gradient outside)."""
+    r_max: float = Field(default=1.0, gt=0)
+    """Largest |value| the readout can express; at least the largest |return|."""
+    c_v: float = Field(default=0.5, ge=0)
+    """Weight of the value loss (V before each turn toward its lambda-return)."""
+    c_q: float = Field(default=0.5, ge=0)
+    """Weight of the Q loss (Q after each turn toward `r + gamma V_next`)."""
+    beta: float = Field(default=0.001, ge=0)
+    """Weight of the k3 KL to the rollout policy (the engine's logprobs; no frozen copy)."""
+    c_h: float = Field(default=0.0, ge=0)
+    """Weight of the entropy bonus (0: off, no entropy is computed)."""
+
+
+class AlgorithmConfig(_Section):
+    name: Literal[tuple(ALGORITHMS)] = "sao"  # type: ignore[valid-type]
+    """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
+    decoupled PPO, the critic-free group methods GRPO, Dr.GRPO and DAPO, or SAPO (one model
+    for policy and value, read through two reserved vocabulary tokens)."""
+    group_size: int = Field(default=1, gt=0)
+    """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
     eps_low: float = Field(default=0.8, gt=0, le=1)
     """SAO mask: tokens with ratio <= 1 - eps_low are dropped (coding: 0.8)."""
     eps_high: float = Field(default=3.0, gt=0)
     """SAO mask: tokens with ratio >= 1 + eps_high are dropped (coding: 3.0)."""
-    critic_steps: int = Field(default=2, ge=0)
-    """Critic updates per policy update (SAO: 2)."""
-    warm_start_steps: int = Field(default=0, ge=0)
-    """Supervised steps on gold trajectories (each task's gold patch applied through the agent's
-    own tools) before RL; a randomly initialised model solves nothing without them."""
-    warm_start_lr: float = Field(default=3e-3, gt=0)
-    """Learning rate of the warm start (its own AdamW)."""
-    warm_start_style: Literal["auto", "edit", "patch"] = "patch"
-    """How gold trajectories make their change: `edit` as `str_replace_editor` calls (a
-    quarter of the tokens for a one-line fix), `patch` as `git apply` of the gold patch,
-    `auto` as edits where the patch allows it."""
-    eval_episodes: int = Field(default=0, ge=0)
-    """Episodes played (the tasks in turn, fixed seeds) with the weights RL starts from and
-    again with the final weights; their success rates go to `summary.json`. The same seeds
-    both times (common random numbers), so the difference is the policy's, not the dice's."""
-    critic_pretrain_steps: int = Field(default=0, ge=0)
-    """Critic-only updates on the first batch before RL starts (SAO's value pre-training)."""
-    freeze_critic_attention: bool = False
-    """Freeze the critic's attention layers during RL (an option SAO reports)."""
-    tau_v: float = Field(default=1.0, gt=0)
-    """SAPO: temperature of the value readout `V = r_max * clip((z_w+ - z_w-) / tau_v, -1, 1)`;
-    large enough that the logit gap stays inside the band (the clip has no gradient outside)."""
-    r_max: float = Field(default=1.0, gt=0)
-    """SAPO: largest |value| the readout can express; at least the largest |return|."""
-    c_v: float = Field(default=0.5, ge=0)
-    """SAPO: weight of the value loss (V before each turn toward its lambda-return)."""
-    c_q: float = Field(default=0.5, ge=0)
-    """SAPO: weight of the Q loss (Q after each turn toward `r + gamma V_next`)."""
-    beta: float = Field(default=0.001, ge=0)
-    """SAPO: weight of the k3 KL to the rollout policy (the engine's logprobs; no frozen copy)."""
-    c_h: float = Field(default=0.0, ge=0)
-    """SAPO: weight of the entropy bonus (0: off, no entropy is computed)."""
     clip_low: float | None = Field(default=None, gt=0)
     """PPO-family lower clip (default: the algorithm's own, 0.2)."""
     clip_high: float | None = Field(default=None, gt=0)
     """PPO-family upper clip (default: the algorithm's own; DAPO 0.28)."""
-    gae_lambda: float | None = Field(default=None, ge=0, le=1)
-    """Fixed policy GAE lambda (PPO: 0.95); None uses SAO's length-adaptive lambda."""
-    lambda_alpha: float = Field(default=1.5, gt=0)
-    """Length-adaptive GAE for the policy: lambda = 1 - 1/(alpha * length)."""
-    gamma: float = Field(default=1.0, gt=0, le=1)
-    """Discount per policy token."""
     loss_aggregation: Literal["token_mean", "sequence_mean", "sequence_sum_norm"] | None = None
     """How token losses are averaged over the batch (default: the algorithm's own)."""
-    checkpoint_every: int = Field(default=0, ge=0)
-    """Save a checkpoint every N steps (0: only at the end)."""
-    resume: str | None = None
-    """Checkpoint folder to resume from, or `auto`: the newest complete checkpoint of this
-    run (a fresh start when there is none)."""
+    gamma: float = Field(default=1.0, gt=0, le=1)
+    """Discount per policy token (SAPO: per turn)."""
+    gae_lambda: float | None = Field(default=None, ge=0, le=1)
+    """Fixed policy GAE lambda (PPO: 0.95; SAPO: 0.95 when unset); None uses SAO's
+    length-adaptive lambda."""
+    lambda_alpha: float = Field(default=1.5, gt=0)
+    """Length-adaptive GAE for the policy: lambda = 1 - 1/(alpha * length)."""
+    critic_lambda: float = Field(default=1.0, ge=0, le=1)
+    """GAE lambda of the critic's returns (SAO: 1, Monte Carlo returns)."""
+    critic_steps: int = Field(default=2, ge=0)
+    """Critic updates per policy update (SAO: 2)."""
+    sapo: SAPOConfig = Field(default_factory=SAPOConfig)
+    """SAPO's shared policy-value model (`name: sapo`)."""
+
+
+class LearnerConfig(_Section):
+    lr: float = Field(default=1e-6, gt=0)
+    """Policy learning rate (AdamW)."""
+    critic_lr: float = Field(default=5e-6, gt=0)
+    """Critic learning rate (SAO: 5e-6)."""
+    max_grad_norm: float = Field(default=1.0, gt=0)
+    """Gradient norm clip, per model and step."""
+    freeze_critic_attention: bool = False
+    """Freeze the critic's attention layers during RL (an option SAO reports)."""
+    bf16: bool = False
+    """bfloat16 parameters and compute under FSDP2 (GPU learners; float32 on CPU)."""
+    activation_checkpointing: bool = False
+    """Recompute activations in the backward pass: less memory, about a third more compute."""
+    token_budget: int = Field(default=16384, gt=0)
+    """Padded tokens per micro-batch (longest x count); gradients accumulate over them."""
+    max_bad_steps: int = Field(default=3, gt=0)
+    """Steps in a row with a non-finite loss or gradient norm before training stops (each
+    such step is skipped and counted)."""
+
+
+class WarmStartConfig(_Section):
+    steps: int = Field(default=0, ge=0)
+    """Supervised steps on gold trajectories (each task's gold patch applied through the agent's
+    own tools) before RL; a randomly initialised model solves nothing without them."""
+    lr: float = Field(default=3e-3, gt=0)
+    """Learning rate of the warm start (its own AdamW)."""
+    style: Literal["auto", "edit", "patch"] = "patch"
+    """How gold trajectories make their change: `edit` as `str_replace_editor` calls (a
+    quarter of the tokens for a one-line fix), `patch` as `git apply` of the gold patch,
+    `auto` as edits where the patch allows it."""
+    critic_pretrain_steps: int = Field(default=0, ge=0)
+    """Critic-only updates on one batch of episodes before RL starts (SAO's value pre-training)."""
+
+
+class OrchestratorConfig(_Section):
     mode: Literal["async", "sync"] = "async"
     """`async`: episodes stream to the learner as they finish and keep going across weight
     updates; `sync`: the baseline that generates a whole batch, then trains on it."""
+    episodes_per_step: int = Field(default=3, gt=0)
+    """Groups (tasks) per learner step; each has `algorithm.group_size` rollouts (SAO: one)."""
     max_staleness: int = Field(default=1, ge=0)
     """Async: the most policy versions a consumed trajectory's oldest token may lag behind
     the learner; older ones are dropped and counted."""
@@ -153,6 +214,9 @@ class TrainConfig(BaseModel):
     the episode retried."""
     max_attempts: int = Field(default=3, gt=0)
     """Tries per episode before an infrastructure failure drops it (counted)."""
+
+
+class PlacementConfig(_Section):
     learner_ranks: int = Field(default=1, gt=0)
     """Ray actors forming the FSDP2 learner (gloo on CPU, NCCL with one GPU each)."""
     learner_gpus: float = Field(default=0.0, ge=0)
@@ -163,49 +227,97 @@ class TrainConfig(BaseModel):
     """Ray cluster to join (`auto`, or host:port); None starts a local one."""
 
 
-def _coerce(text: str):
-    return yaml.safe_load(text) if text != "" else ""
+class EvaluationConfig(_Section):
+    episodes: int = Field(default=0, ge=0)
+    """Episodes played (the tasks in turn, fixed seeds) with the weights RL starts from and
+    again with the final weights; their success rates go to `summary.json`. The same seeds
+    both times (common random numbers), so the difference is the policy's, not the dice's."""
 
 
-CRITIC_FREE = ("grpo", "dr_grpo", "dapo", "sapo")
+class TrainConfig(_Section):
+    run: RunConfig = Field(default_factory=RunConfig)
+    """The run: its folder, seed, length, checkpoints and resume."""
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The model and the engine that serves it to the rollouts."""
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    """The tasks, their sandboxes and the curriculum."""
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    """How episodes are played."""
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    """The update rule."""
+    learner: LearnerConfig = Field(default_factory=LearnerConfig)
+    """Optimisation."""
+    warm_start: WarmStartConfig = Field(default_factory=WarmStartConfig)
+    """Supervised warm start and critic pre-training."""
+    orchestrator: OrchestratorConfig = Field(default_factory=OrchestratorConfig)
+    """Async scheduling and fault handling."""
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)
+    """Devices and the Ray cluster."""
+    evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    """Evaluation before and after RL."""
 
 
-def _check_groups(config: TrainConfig, where: str) -> TrainConfig:
-    if config.algorithm in ("grpo", "dr_grpo", "dapo") and config.group_size < 2:
-        raise ConfigError(f"{where}: field 'group_size': {config.algorithm} compares rollouts of a task, needs >= 2")
-    if config.rollout == "tree" and config.tree_scorer == "value" and config.algorithm in CRITIC_FREE:
+def leaf_fields(model: type[BaseModel] = TrainConfig, prefix: str = ""):
+    """(dotted name, field) of every leaf field, in declaration order."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from leaf_fields(annotation, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", field
+
+
+def _suggest(key: str) -> str:
+    leaf = key.rsplit(".", 1)[-1]
+    matches = [name for name, _ in leaf_fields() if name.rsplit(".", 1)[-1] == leaf]
+    return f" (did you mean {' or '.join(matches)}?)" if matches else " (python -m trainer.train --help lists them)"
+
+
+def _set(raw: dict, item: str) -> None:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override {item!r}: expected section.field=value, e.g. run.steps=20")
+    known = dict(leaf_fields())
+    sections = {name for name in TrainConfig.model_fields}
+    if key not in known and key not in sections:
+        raise ConfigError(f"override {item!r}: unknown field {key!r}{_suggest(key)}")
+    *path, last = key.split(".")
+    node = raw
+    for part in path:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {item!r}: {part!r} is not a section")
+        node = child
+    node[last] = parse_value(value)
+
+
+def _check(config: TrainConfig, where: str) -> TrainConfig:
+    """Rules between sections, which no single field can state."""
+    spec = get_algorithm(config.algorithm.name)
+    if spec.advantages != "gae" and spec.critic != "shared" and config.algorithm.group_size < 2:
         raise ConfigError(
-            f"{where}: field 'tree_scorer': 'value' scores branches with the critic; {config.algorithm} has none "
-            "(use tree_scorer=heuristic or judge)"
+            f"{where}: field 'algorithm.group_size': {config.algorithm.name} compares rollouts of a task, needs >= 2"
         )
-    if config.mode == "sync" and config.deterministic:
-        raise ConfigError(f"{where}: field 'deterministic': applies to mode=async (sync is deterministic already)")
+    if config.rollout.kind == "tree" and config.rollout.tree.scorer == "value" and spec.critic != "separate":
+        raise ConfigError(
+            f"{where}: field 'rollout.tree.scorer': 'value' scores branches with the critic; "
+            f"{config.algorithm.name} has none (use rollout.tree.scorer=heuristic or judge)"
+        )
+    if config.orchestrator.mode == "sync" and config.orchestrator.deterministic:
+        raise ConfigError(
+            f"{where}: field 'orchestrator.deterministic': applies to mode=async (sync is deterministic already)"
+        )
     return config
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
-    """Load `path` (YAML) and apply `key=value` overrides (values parsed as YAML)."""
-    raw: dict = {}
-    where = "defaults"
-    if path is not None:
-        where = str(path)
-        try:
-            raw = yaml.safe_load(Path(path).read_text()) or {}
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a mapping of fields")
+    """Load `path` (YAML, sections as in `TrainConfig`) and apply `section.field=value`
+    overrides (values parsed as YAML)."""
+    raw: dict = load_mapping(path, ConfigError) if path is not None else {}
+    where = str(path) if path is not None else "defaults"
     for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"override {item!r}: expected key=value")
-        if key not in TrainConfig.model_fields:
-            raise ConfigError(f"override {item!r}: unknown field {key!r}")
-        raw[key] = _coerce(value)
+        _set(raw, item)
     try:
-        return _check_groups(TrainConfig.model_validate(raw), where)
+        return _check(TrainConfig.model_validate(raw), where)
     except ValidationError as exc:
-        problems = "; ".join(f"field '{'.'.join(map(str, e['loc']))}': {e['msg']}" for e in exc.errors())
-        raise ConfigError(f"{where}: {problems}") from None
+        raise ConfigError(f"{where}: {field_problems(exc)}") from None

@@ -78,3 +78,40 @@ def plot(metrics_path: Path, out: Path) -> Path:
     figure.savefig(out, dpi=100)
     plt.close(figure)
     return out
+
+
+def step_record(
+    *, step: int, learner: dict, batch, seconds: float, infra_errors: int, schedule_counters: dict, orchestrator
+) -> dict:
+    """One line of `metrics.jsonl`: the learner's metrics, what the batch's episodes did
+    (reward, success, turns, format errors, grading rules tripped, tokens, staleness), and
+    the orchestrator's counters (drops, waits, retries, restarts, idle fraction)."""
+    trajectories = batch.trajectories
+    out = {"step": step, "episodes": len(trajectories), **learner, "infra_errors": infra_errors}
+    if trajectories:
+        count = len(trajectories)
+        tokens = sum(len(t) for t in trajectories)
+        out.update(
+            reward_mean=sum(t.reward for t in trajectories) / count,
+            success_rate=sum(t.resolved for t in trajectories) / count,
+            turns_mean=sum(t.turns for t in trajectories) / count,
+            format_errors=sum(t.format_errors for t in trajectories),
+            reward_hack_blocked=reward_hacks_blocked(trajectories),
+            tokens=tokens,
+            tokens_per_s=round(tokens / max(seconds, 1e-9), 1),
+            staleness_mean=sum(batch.staleness) / len(batch.staleness),
+            staleness_max=max(batch.staleness),
+            episode_seconds=[t.episode_seconds for t in trajectories],
+        )
+    out.update(
+        step_seconds=round(seconds, 3),
+        stale_dropped=schedule_counters["stale_dropped"],
+        admission_waits=schedule_counters["admission_waits"],
+        infra_retries=schedule_counters["infra_retries"],
+        infra_dropped=schedule_counters["infra_dropped"],
+        worker_restarts=orchestrator.counters.worker_restarts,
+        hung_episodes=orchestrator.counters.hung_episodes,
+        learner_idle_fraction=round(orchestrator.learner_idle_fraction(), 4),
+        episodes_running=len(orchestrator.running),
+    )
+    return out

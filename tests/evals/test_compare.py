@@ -3,6 +3,7 @@
 import json
 
 from evals.compare import compare_runs, main
+from evals.config import EvalConfig
 from evals.swe import evaluate
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
@@ -38,8 +39,8 @@ def test_flips_counts_and_net_change(tmp_path):
 @needs_bwrap
 def test_command_line_compares_two_real_runs(tmp_path, capsys):
     ids = [t.id for t in builtin_tasks()[:2]]
-    evaluate(model="gold", dataset="builtin", instances=ids, output=tmp_path / "gold", progress=False)
-    evaluate(model="empty", dataset="builtin", instances=ids, output=tmp_path / "empty", progress=False)
+    evaluate(EvalConfig(model="gold", dataset="builtin", instances=ids, output=tmp_path / "gold"), progress=False)
+    evaluate(EvalConfig(model="empty", dataset="builtin", instances=ids, output=tmp_path / "empty"), progress=False)
     assert main([str(tmp_path / "gold"), str(tmp_path / "empty"), "--output", str(tmp_path / "cmp")]) == 0
     text = capsys.readouterr().out
     assert f"| resolved -> unresolved | 2 | {ids[0]}, {ids[1]} |" in text

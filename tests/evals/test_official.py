@@ -16,6 +16,7 @@ import pytest
 from swebench.harness.grading import get_eval_report
 from swebench.harness.test_spec.test_spec import TestSpec as OfficialTestSpec  # not a pytest class
 
+from evals.config import EvalConfig
 from evals.official import check_harness, docker_problem, harness_command, read_report
 from evals.swe import evaluate
 from tests.conftest import needs_bwrap
@@ -36,7 +37,7 @@ def test_without_a_docker_engine_the_harness_says_why_and_nothing_is_counted_unr
     assert not check.ready and len(check.not_ready) == 4
     assert all("no Docker engine" in why for why in check.not_ready.values())
 
-    summary = evaluate(model="gold", dataset=str(SAMPLE), output=tmp_path / "run", progress=False)
+    summary = evaluate(EvalConfig(model="gold", dataset=str(SAMPLE), output=tmp_path / "run"), progress=False)
     assert summary["error"] == 4 and summary["unresolved"] == 0
     records = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     for record in records:  # both reasons: no environment for the project grader, no engine for the harness
@@ -51,7 +52,8 @@ def test_official_grader_refuses_tasks_that_are_not_swebench_rows(tmp_path):
 
     first = builtin_tasks()[0].id
     summary = evaluate(
-        model="gold", dataset="builtin", instances=[first], output=tmp_path, grader="official", progress=False
+        EvalConfig(model="gold", dataset="builtin", instances=[first], output=tmp_path, grader="official"),
+        progress=False,
     )
     assert summary["error"] == 1
     record = json.loads((tmp_path / "results.jsonl").read_text())
@@ -171,12 +173,14 @@ def instance_images(tmp_path):
 def test_official_harness_grades_predictions_in_instance_images(instance_images, tmp_path):
     output = tmp_path / "run"
     summary = evaluate(
-        model="gold",
-        dataset=str(instance_images),
-        output=output,
-        workers=2,
-        harness_namespace=harness_image.NAMESPACE,
-        harness_timeout_s=120,
+        EvalConfig(
+            model="gold",
+            dataset=str(instance_images),
+            output=output,
+            workers=2,
+            harness_namespace=harness_image.NAMESPACE,
+            harness_timeout=120,
+        ),
         progress=False,
     )
     records = {r["instance_id"]: r for r in map(json.loads, (output / "results.jsonl").read_text().splitlines())}
@@ -201,10 +205,12 @@ def test_official_harness_grades_predictions_in_instance_images(instance_images,
 
     # Empty predictions are not sent to the harness: nothing can resolve.
     empty = evaluate(
-        model="empty",
-        dataset=str(instance_images),
-        output=tmp_path / "empty",
-        harness_namespace=harness_image.NAMESPACE,
+        EvalConfig(
+            model="empty",
+            dataset=str(instance_images),
+            output=tmp_path / "empty",
+            harness_namespace=harness_image.NAMESPACE,
+        ),
         progress=False,
     )
     assert empty["empty_patch"] == 3 and not (tmp_path / "empty" / "official").exists()

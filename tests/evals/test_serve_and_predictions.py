@@ -7,6 +7,7 @@ import urllib.request
 import pytest
 
 from evals import serve
+from evals.config import EvalConfig
 from evals.serve import ModelServer, ServeError, free_port
 from evals.swe import evaluate, main
 from tasks import builtin_tasks
@@ -61,11 +62,13 @@ def test_predictions_of_another_scaffold_are_graded_like_a_run(tmp_path):
     path = tmp_path / "output.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     summary = evaluate(
-        model="ignored",
-        dataset="builtin",
-        instances=[t.id for t in tasks],
-        output=tmp_path / "run",
-        predictions=path,
+        EvalConfig(
+            model="ignored",
+            dataset="builtin",
+            instances=[t.id for t in tasks],
+            output=tmp_path / "run",
+            predictions=path,
+        ),
         progress=False,
     )
     assert (summary["resolved"], summary["unresolved"], summary["empty_patch"]) == (1, 1, 1)
@@ -76,4 +79,4 @@ def test_predictions_of_another_scaffold_are_graded_like_a_run(tmp_path):
     assert json.loads((tmp_path / "run" / "run.json").read_text())["model"] == "openhands/qwen"
     (tmp_path / "bad.jsonl").write_text('{"model_patch": "x"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1"):
-        evaluate(model="m", dataset="builtin", output=tmp_path / "bad", predictions=tmp_path / "bad.jsonl")
+        evaluate(EvalConfig(model="m", dataset="builtin", output=tmp_path / "bad", predictions=tmp_path / "bad.jsonl"))

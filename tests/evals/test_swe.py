@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent_env import GradeResult
+from evals.config import EvalConfig
 from evals.report import breakdown, build_report, markdown_report, status_of, summarize
 from evals.runner import Attempt
 from evals.swe import evaluate, main
@@ -87,7 +88,8 @@ def test_markdown_report_has_every_section():
 
 def test_swebench_rows_without_environment_are_errors_not_unresolved(tmp_path):
     summary = evaluate(
-        model="gold", dataset=str(FIXTURES / "swebench_verified_sample.jsonl"), output=tmp_path, progress=False
+        EvalConfig(model="gold", dataset=str(FIXTURES / "swebench_verified_sample.jsonl"), output=tmp_path),
+        progress=False,
     )
     assert summary["error"] == 4 and summary["unresolved"] == 0
     results = _lines(tmp_path / "results.jsonl")
@@ -101,7 +103,7 @@ def test_swebench_rows_without_environment_are_errors_not_unresolved(tmp_path):
 
 @needs_bwrap
 def test_a_test_run_past_its_timeout_is_an_error_and_a_wrong_gold_patch_is_unresolved(tmp_path):
-    summary = evaluate(model="gold", dataset=str(EVAL_TASKS), output=tmp_path, progress=False)
+    summary = evaluate(EvalConfig(model="gold", dataset=str(EVAL_TASKS), output=tmp_path), progress=False)
     records = _records(tmp_path)
     assert records["clamp-gold-resolves"]["status"] == "resolved"
     assert records["clamp-gold-does-not-resolve"]["status"] == "unresolved"
@@ -133,14 +135,18 @@ def test_infrastructure_errors_are_recorded_and_bugs_stop_the_run_naming_the_ins
     first, second = FIVE[:2]
     solver = FailingSolver(second, SandboxError("the sandbox's shell died"))
     summary = evaluate(
-        model="m", dataset="builtin", instances=[first, second], output=tmp_path / "a", solver=solver, progress=False
+        EvalConfig(model="m", dataset="builtin", instances=[first, second], output=tmp_path / "a"),
+        solver=solver,
+        progress=False,
     )
     assert summary["error"] == 1 and summary["unresolved"] == 1  # (the double's statuses name no test)
     assert "the sandbox's shell died" in _records(tmp_path / "a")[second]["error"]
 
     solver = FailingSolver(second, KeyError("a bug"))
     with pytest.raises(RuntimeError, match=f"instance {second}: KeyError"):
-        evaluate(model="m", dataset="builtin", instances=[first, second], output=tmp_path / "b", solver=solver)
+        evaluate(
+            EvalConfig(model="m", dataset="builtin", instances=[first, second], output=tmp_path / "b"), solver=solver
+        )
     assert list(_records(tmp_path / "b")) == [first]  # what finished before is kept
 
 
@@ -149,7 +155,9 @@ def test_infrastructure_errors_are_recorded_and_bugs_stop_the_run_naming_the_ins
 
 @needs_bwrap
 def test_gold_oracle_resolves_and_writes_official_predictions_and_trajectories(tmp_path):
-    summary = evaluate(model="gold", dataset="builtin", instances=FIVE, output=tmp_path, workers=2, progress=False)
+    summary = evaluate(
+        EvalConfig(model="gold", dataset="builtin", instances=FIVE, output=tmp_path, workers=2), progress=False
+    )
     assert summary["resolved"] == summary["instances"] == 5
     predictions = _lines(tmp_path / "predictions.jsonl")
     assert [p["instance_id"] for p in predictions] == FIVE  # in task order once the run ends
@@ -169,9 +177,11 @@ def test_gold_oracle_resolves_and_writes_official_predictions_and_trajectories(t
 @needs_bwrap
 def test_reruns_skip_finished_instances(tmp_path):
     first, second = FIVE[:2]
-    evaluate(model="empty", dataset="builtin", output=tmp_path, instances=[first], progress=False)
+    evaluate(EvalConfig(model="empty", dataset="builtin", output=tmp_path, instances=[first]), progress=False)
     before = (tmp_path / "results.jsonl").read_text()
-    summary = evaluate(model="empty", dataset="builtin", output=tmp_path, instances=[first, second], progress=False)
+    summary = evaluate(
+        EvalConfig(model="empty", dataset="builtin", output=tmp_path, instances=[first, second]), progress=False
+    )
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert (tmp_path / "results.jsonl").read_text().startswith(before) and len(lines) == 2
     assert summary["instances"] == 2 and summary["empty_patch"] == 2
@@ -187,7 +197,7 @@ def test_resume_retries_errors_and_survives_a_torn_last_line(tmp_path):
     (tmp_path / "predictions.jsonl").write_text(
         json.dumps({"instance_id": second, "model_name_or_path": "gold", "model_patch": "diff"}) + "\n"
     )
-    summary = evaluate(model="gold", dataset="builtin", instances=[first, second, third], output=tmp_path)
+    summary = evaluate(EvalConfig(model="gold", dataset="builtin", instances=[first, second, third], output=tmp_path))
     records = _records(tmp_path)
     assert records[first]["status"] == "resolved" and records[third]["status"] == "resolved"
     assert records[second] == done  # not run again
@@ -201,9 +211,9 @@ def test_resume_retries_errors_and_survives_a_torn_last_line(tmp_path):
 @needs_bwrap
 def test_parallel_workers_give_the_same_results_as_one(tmp_path):
     ids = FIVE[:2]
-    options = dict(model="tiny", dataset="builtin", instances=ids, max_turns=2, max_new_tokens=8, progress=False)
-    one = evaluate(output=tmp_path / "one", workers=1, **options)
-    two = evaluate(output=tmp_path / "two", workers=2, **options)
+    options = dict(model="tiny", dataset="builtin", instances=ids, max_turns=2, max_new_tokens=8)
+    one = evaluate(EvalConfig(output=tmp_path / "one", workers=1, **options), progress=False)
+    two = evaluate(EvalConfig(output=tmp_path / "two", workers=2, **options), progress=False)
     assert one == two
     keys = ("status", "patch", "turns", "tokens", "policy_tokens", "end", "failed_tests")
     for instance in ids:

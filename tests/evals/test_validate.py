@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from agent_env import GradeResult, network_error
+from evals.config import EvalConfig
 from evals.runner import Attempt
 from evals.swe import evaluate
 from evals.validate import build_quarantine, classify
@@ -38,12 +39,14 @@ def test_quarantine_lists_flaky_instances_and_gold_failures_apart():
 @needs_bwrap
 def test_validate_gold_reports_instances_whose_gold_patch_fails(tmp_path):
     summary = evaluate(
-        model="ignored",
-        dataset=str(EVAL_TASKS),
-        instances=[RESOLVES, DOES_NOT],
-        output=tmp_path,
-        validate_gold=True,
-        reruns=2,
+        EvalConfig(
+            model="ignored",
+            dataset=str(EVAL_TASKS),
+            instances=[RESOLVES, DOES_NOT],
+            output=tmp_path,
+            validate_gold=True,
+            reruns=2,
+        ),
         progress=False,
     )
     quarantine = json.loads((tmp_path / "quarantine.json").read_text())
@@ -81,12 +84,14 @@ class FlakyGoldSolver:
 def test_flaky_instances_are_quarantined_and_excluded_from_the_rate(tmp_path):
     solver = FlakyGoldSolver({RESOLVES: [True], DOES_NOT: [False, True, False]})
     summary = evaluate(
-        model="gold",
-        dataset=str(EVAL_TASKS),
-        instances=[RESOLVES, DOES_NOT],
-        output=tmp_path / "validate",
-        validate_gold=True,
-        reruns=2,
+        EvalConfig(
+            model="gold",
+            dataset=str(EVAL_TASKS),
+            instances=[RESOLVES, DOES_NOT],
+            output=tmp_path / "validate",
+            validate_gold=True,
+            reruns=2,
+        ),
         solver=solver,
         progress=False,
     )
@@ -102,11 +107,13 @@ def test_flaky_instances_are_quarantined_and_excluded_from_the_rate(tmp_path):
 
     # A later run of a model leaves the quarantined instance out, given the file.
     later = evaluate(
-        model="gold",
-        dataset=str(EVAL_TASKS),
-        instances=[RESOLVES, DOES_NOT],
-        output=tmp_path / "later",
-        quarantine=tmp_path / "validate" / "quarantine.json",
+        EvalConfig(
+            model="gold",
+            dataset=str(EVAL_TASKS),
+            instances=[RESOLVES, DOES_NOT],
+            output=tmp_path / "later",
+            quarantine=tmp_path / "validate" / "quarantine.json",
+        ),
         solver=FlakyGoldSolver({RESOLVES: [True], DOES_NOT: [False]}),
         progress=False,
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,18 +39,35 @@ def break_backend(sandbox: Sandbox) -> None:
             api.wait(sandbox.container_id, timeout=10)
     else:
         init = sandbox._sandbox_init_pid()  # the supervisor, pid 1: killing it kills all in it
-        os.kill(init, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while _alive(init) and time.monotonic() < deadline:
-            time.sleep(0.005)
+        with _pidfd(init) as handle:  # opened first: the pid cannot be reused under us
+            os.kill(init, signal.SIGKILL)
+            wait_for_exit(handle, timeout=10)
 
 
-def _alive(pid: int) -> bool:
+@contextlib.contextmanager
+def _pidfd(pid: int) -> Iterator[int | None]:
+    """A pidfd of `pid` (None: it is gone already), closed on leaving."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except OSError:
-        return False
+        handle = os.pidfd_open(pid)
+    except ProcessLookupError:
+        yield None
+        return
+    try:
+        yield handle
+    finally:
+        os.close(handle)
+
+
+def wait_for_exit(handle: int | None, timeout: float) -> bool:
+    """Wait for the process of a pidfd (`_pidfd`) to end, without polling: a pidfd becomes
+    readable when its process exits (a zombie counts). True if it ended in time."""
+    return handle is None or bool(select.select([handle], [], [], timeout)[0])
+
+
+def wait_for_pid_exit(pid: int, timeout: float) -> bool:
+    """`wait_for_exit` for a process that need not be a child of ours."""
+    with _pidfd(pid) as handle:
+        return wait_for_exit(handle, timeout)
 
 
 @pytest.fixture(params=BACKENDS)

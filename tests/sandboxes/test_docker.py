@@ -1,6 +1,7 @@
 """What is particular to the docker backend: hardening, labels and the reaper, images.
 Shared behaviour is in test_conformance.py. All tests here need an engine (marker `docker`)."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -108,6 +109,27 @@ def _owner_process(body: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
 
 
+def _runs(engine, container_id: str, command: str) -> bool:
+    """Whether a process of the container runs `command` (as `ps` shows it)."""
+    import docker.errors
+
+    try:
+        top = engine.api.top(container_id, ps_args="-o pid,args")
+    except docker.errors.APIError:  # not running (yet, or any more)
+        return False
+    return any(process[-1] == command for process in top.get("Processes") or [])
+
+
+def _wait_until(condition, timeout: float, interval: float = 0.05) -> bool:
+    """Poll `condition` until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)  # between polls of the condition, not in place of one
+    return True
+
+
 def _exists(engine, container_id: str) -> bool:
     return bool(engine.containers.list(all=True, filters={"id": container_id}))
 
@@ -115,7 +137,8 @@ def _exists(engine, container_id: str) -> bool:
 def test_reaper_removes_containers_of_a_killed_owner(engine):
     owner = _owner_process("sb.exec('sleep 300', timeout=600)\n")
     container_id = owner.stdout.readline().strip()
-    time.sleep(0.5)  # mid-command: the supervisor is busy and will not notice its owner go
+    # Mid-command: the supervisor is busy and will not notice its owner go.
+    assert _wait_until(lambda: _runs(engine, container_id, "sleep 300"), timeout=30), "the command never started"
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     assert _exists(engine, container_id)
@@ -139,9 +162,10 @@ def test_an_idle_sandbox_goes_when_its_owner_dies(engine):
     container_id = owner.stdout.readline().strip()
     owner.send_signal(signal.SIGKILL)
     owner.wait()
-    deadline = time.monotonic() + 15
-    while _exists(engine, container_id) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    import docker.errors
+
+    with contextlib.suppress(docker.errors.NotFound):  # gone already
+        engine.api.wait(container_id, timeout=15, condition="removed")
     assert not _exists(engine, container_id)
 
 

@@ -14,6 +14,7 @@ import pytest
 from sandboxes import SandboxError, SandboxLimits, SandboxSpec, local, make_sandbox, reaper
 from sandboxes.local import LocalSandbox, default_layout
 from tests.conftest import needs_bwrap
+from tests.sandboxes.conftest import wait_for_pid_exit
 
 pytestmark = needs_bwrap
 ROOT = os.geteuid() == 0
@@ -84,7 +85,7 @@ def test_fork_bomb_cannot_exceed_the_cap_on_the_host(workspace):
         runner.start()
         while runner.is_alive():
             peak = max(peak, count())
-            time.sleep(0.001)
+            runner.join(timeout=0.001)  # the next sample, or the command's end
         result = result_holder[0]
         assert result.cause == "pids"
         assert peak <= 40, f"{peak} processes of the sandbox's uid on the host"
@@ -177,19 +178,42 @@ def test_sandbox_dies_with_its_owner(tmp_path):
     )
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path.cwd())
     bwrap_pid = int(owner.stdout.readline())
-    time.sleep(0.3)
+    # Killed mid-command: once the command's `sleep 100` runs in the sandbox.
+    assert _wait_until(lambda: _descendant_running(bwrap_pid, b"sleep\x00100\x00"), timeout=10)
     owner.kill()
     owner.wait()
-    deadline = time.monotonic() + 5
-    while _alive(bwrap_pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(bwrap_pid)
+    assert wait_for_pid_exit(bwrap_pid, timeout=5), "the sandbox outlived its owner"
     assert reaper.reap_local() >= 1  # its directory is an orphan now
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"  # a zombie is dead, unreaped
-    except OSError:
-        return False
+def _wait_until(condition, timeout: float, interval: float = 0.01) -> bool:
+    """Poll `condition` until it holds (True) or `timeout` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)  # between polls of the condition, not in place of one
+    return True
+
+
+def _descendant_running(ancestor: int, cmdline: bytes) -> bool:
+    """Whether a process below `ancestor` runs `cmdline` (NUL-separated, as in /proc)."""
+    parents = {}
+    running = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                parents[int(entry)] = int(f.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read() == cmdline:
+                    running.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue  # it ended meanwhile
+    for pid in running:
+        while pid in parents and pid != ancestor:
+            pid = parents[pid]
+        if pid == ancestor:
+            return True
+    return False

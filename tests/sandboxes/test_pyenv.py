@@ -61,10 +61,10 @@ def test_python_mounts_and_copies_parse_with_paths_anchored(tmp_path):
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("mounts: [{source: nope, target: /x}]\n", r"mounts\[0\].source: .*nope does not exist"),
-        ("mounts: [{source: ., target: x}]\n", r"mounts\[0\].target: must be an absolute path"),
-        ("python: {setup: [x]}\n", r"python.version: give a CPython version"),
-        ("python: {version: '3.9', conda: [x]}\n", r"unknown field\(s\) conda"),
+        ("mounts: [{source: nope, target: /x}]\n", r"field 'mounts\.0\.source': .*nope does not exist"),
+        ("mounts: [{source: ., target: x}]\n", r"field 'mounts\.0\.target': must be an absolute path"),
+        ("python: {setup: [x]}\n", r"field 'python\.version': give a CPython version"),
+        ("python: {version: '3.9', conda: [x]}\n", r"field 'python\.conda': unknown field"),
     ],
 )
 def test_bad_python_and_mount_fields_name_the_field(tmp_path, text, message):

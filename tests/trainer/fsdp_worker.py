@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 
 from trainer import distributed
+from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel, load_policy
 from trainer.inference.trajectory import Trajectory
-from trainer.learner import SAOLearner, token_logprobs
+from trainer.learner import Learner, token_logprobs
 
 LENGTHS = [(9, 5, 3, 4), (6, 7, 2, 6), (12, 3, 4, 2), (5, 4, 3, 5), (8, 6, 2, 3)]
 REWARDS = [1.0, 0.0, 1.0, 1.0, 0.0]
@@ -28,7 +29,7 @@ def fixed_batch() -> list[Trajectory]:
         ids = torch.tensor([sum(parts, [])])
         with torch.no_grad():
             logp = token_logprobs(reference, ids, torch.ones_like(ids))[0].tolist()
-        traj = Trajectory(task_id=f"t{index}", reward=reward, terminated=True)
+        traj = Trajectory(task_id=f"t{index}", reward=reward, terminated=True, trajectory_id=f"j{index}")
         for part, is_policy in zip(parts, (False, True, False, True), strict=True):
             start = len(traj)
             traj.extend(part, policy=is_policy, logprobs=logp[start - 1 : start - 1 + len(part)] if is_policy else None)
@@ -36,23 +37,24 @@ def fixed_batch() -> list[Trajectory]:
     return batch
 
 
-def make_learner(mesh=None) -> SAOLearner:
+def make_learner(mesh=None) -> Learner:
     policy = load_policy("tiny", seed=0)
     critic = ValueModel.from_policy(policy)
     torch.manual_seed(1)
     torch.nn.init.normal_(critic.head.weight, std=0.1)
     # A small token budget forces several micro-batches, and unequal counts across ranks.
-    return SAOLearner(policy, critic, pad_id=0, lr=1e-3, critic_lr=1e-3, token_budget=40, mesh=mesh)
+    optim = LearnerConfig(lr=1e-3, critic_lr=1e-3, token_budget=40)
+    return Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(name="sao"), optim=optim, mesh=mesh)
 
 
 def main(out: Path) -> None:
     mesh = distributed.init_from_env()
     learner = make_learner(mesh)
-    metrics = learner.step(fixed_batch())
-    learner.save(out / "checkpoint", extra={"metrics": metrics})
+    result = learner.step(fixed_batch())
+    learner.save(out / "checkpoint", extra={"metrics": result.metrics})
     state = learner.full_policy_state()
     if distributed.rank() == 0:
-        torch.save({"policy": state, "metrics": metrics}, out / "after_step.pt")
+        torch.save({"policy": state, "metrics": result.metrics, "advantages": result.advantages}, out / "after_step.pt")
 
 
 if __name__ == "__main__":

@@ -213,3 +213,43 @@ def test_sao_registry_entry_is_sao_policy_loss():
     loss, stats = sao_loss(logp, rollout, adv, mask, logp_prox=rollout + 1.0, eps_low=0.3, eps_high=5.0)
     direct, direct_stats = sao_policy_loss(logp, rollout, adv, mask, 0.3, 5.0)
     assert torch.equal(loss, direct) and stats == direct_stats.as_dict()
+
+
+def test_every_spec_names_an_objective_and_the_loss_parameters_it_reads():
+    from trainer.algorithms.losses import LOSS_PARAMETERS
+    from trainer.config import AlgorithmConfig
+
+    assert set(LOSS_PARAMETERS) == set(POLICY_LOSSES)
+    assert all(hasattr(AlgorithmConfig(), field) for fields in LOSS_PARAMETERS.values() for field in fields)
+    for name, spec in ALGORITHMS.items():
+        assert spec.objective in ("critic", "group", "sapo"), name
+        # A separate critic has a value loss; nothing else does.
+        assert (spec.objective == "critic") == (spec.critic == "separate") == (spec.value_loss is not None), name
+    assert get_algorithm("ppo").value_loss == get_algorithm("decoupled_ppo").value_loss == "clipped"
+    assert get_algorithm("sao").value_loss == "plain"
+
+
+def test_the_registry_imports_without_torch():
+    """`trainer.config` reads the algorithm names: `python -m trainer.train --help` needs no torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, trainer.algorithms.registry as r; r.get_algorithm('sapo'); print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("name", ["sao", "decoupled_ppo", "ppo"])
+def test_sequence_sum_norm_divides_each_sequence_by_the_horizon(name):
+    """Every loss takes Dr.GRPO's constant `horizon` (the learner passes it for
+    `sequence_sum_norm`): with a uniform advantage on on-policy tokens each loss is linear
+    in the token count, so the horizon only rescales it."""
+    logp = torch.tensor([[-1.0, -2.0, -0.5], [-0.3, -0.7, 0.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    advantages = torch.ones(2, 3)
+    loss = get_policy_loss(name)
+    common = {"logp_prox": logp, "aggregation": "sequence_sum_norm"}
+    at_3, _ = loss(logp, logp, advantages, mask, horizon=3, **common)
+    at_12, _ = loss(logp, logp, advantages, mask, horizon=12, **common)
+    assert torch.isfinite(at_3) and at_3 != 0
+    assert math.isclose(float(at_3), 4 * float(at_12), rel_tol=1e-6)

@@ -42,7 +42,7 @@ def two_rank_run(tmp_path_factory) -> Path:
 def test_two_ranks_match_one_process(two_rank_run):
     sharded = torch.load(two_rank_run / "after_step.pt", weights_only=True)
     learner = make_learner()
-    metrics = learner.step(fixed_batch())
+    metrics = learner.step(fixed_batch()).metrics
     assert metrics["micro_batches"] > 1
     assert abs(metrics["policy_loss"] - sharded["metrics"]["policy_loss"]) < 1e-5
     assert abs(metrics["value_loss"] - sharded["metrics"]["value_loss"]) < 1e-5
@@ -50,6 +50,17 @@ def test_two_ranks_match_one_process(two_rank_run):
     assert single.keys() == sharded["policy"].keys()
     for name, tensor in single.items():
         assert torch.allclose(tensor, sharded["policy"][name], atol=1e-5), name
+
+
+def test_two_ranks_report_every_trajectorys_advantage(two_rank_run):
+    """Each rank computes the advantages of its own share; the step gathers all of them, so
+    rank 0 (whose answer the learner group returns) knows every trajectory's."""
+    sharded = torch.load(two_rank_run / "after_step.pt", weights_only=True)["advantages"]
+    single = make_learner().step(fixed_batch()).advantages
+    assert list(single) == list(sharded) == [f"j{i}" for i in range(5)]
+    assert all(value != 0.0 for value in single.values())
+    for key, value in single.items():
+        assert abs(value - sharded[key]) < 1e-5, key
 
 
 def test_sharded_checkpoint_loads_on_one_rank(two_rank_run):

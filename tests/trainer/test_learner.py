@@ -1,9 +1,16 @@
 import pytest
 import torch
+from pydantic import ValidationError
 
+from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel, load_policy, reserve_value_tokens
 from trainer.inference.trajectory import Trajectory
-from trainer.learner import CheckpointError, NonFiniteError, SAOLearner, token_logprobs
+from trainer.learner import CheckpointError, Learner, NonFiniteError, token_logprobs
+
+
+def make_learner(policy, critic, algorithm: str = "sao", **optim) -> Learner:
+    """A learner with `algorithm`'s defaults and `optim` as `LearnerConfig` fields."""
+    return Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(name=algorithm), optim=LearnerConfig(**optim))
 
 
 def make_trajectory(policy, reward: float, seed: int) -> Trajectory:
@@ -15,7 +22,7 @@ def make_trajectory(policy, reward: float, seed: int) -> Trajectory:
     ids = torch.tensor([prompt + action + obs + action2])
     with torch.no_grad():
         logp = token_logprobs(policy, ids, torch.ones_like(ids))[0].tolist()
-    traj = Trajectory(task_id=f"t{seed}", reward=reward, terminated=True)
+    traj = Trajectory(task_id=f"t{seed}", reward=reward, terminated=True, trajectory_id=f"j{seed}")
     traj.extend(prompt, policy=False)
     start = len(prompt)
     traj.extend(action, policy=True, logprobs=logp[start - 1 : start - 1 + len(action)], version=0)
@@ -28,14 +35,15 @@ def make_trajectory(policy, reward: float, seed: int) -> Trajectory:
 @pytest.fixture
 def learner():
     policy = load_policy("tiny", seed=0)
-    return SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, lr=1e-3, critic_lr=1e-3)
+    return make_learner(policy, ValueModel.from_policy(policy), lr=1e-3, critic_lr=1e-3)
 
 
 def test_step_updates_policy_and_critic_and_bumps_version(learner):
     trajectories = [make_trajectory(learner.policy, r, s) for s, r in enumerate([1.0, 0.0, 1.0])]
     before_policy = [p.detach().clone() for p in learner.policy.parameters()]
     before_head = learner.critic.head.weight.detach().clone()
-    metrics = learner.step(trajectories)
+    result = learner.step(trajectories)
+    metrics = result.metrics
     assert metrics["version"] == 1 == learner.version
     assert metrics["policy_tokens"] == 27
     # On-policy data: every ratio is 1, nothing is masked.
@@ -43,31 +51,38 @@ def test_step_updates_policy_and_critic_and_bumps_version(learner):
     assert abs(metrics["mean_ratio"] - 1) < 1e-4
     assert any(not torch.equal(a, b) for a, b in zip(before_policy, learner.policy.parameters(), strict=True))
     assert not torch.equal(before_head, learner.critic.head.weight)
+    # Every trajectory's mean advantage, by id: what curricula read learnability from.
+    assert set(result.advantages) == {"j0", "j1", "j2"}
+    # The value head starts at zero (V = 0): a rewarded trajectory's advantage is positive,
+    # an unrewarded one's is 0.
+    assert result.advantages["j0"] > 0 and result.advantages["j2"] > 0 and result.advantages["j1"] == 0.0
 
 
 def test_critic_learns_returns(learner):
+    """Critic-only updates (the policy is not needed to test the value regression): the
+    value loss toward the Monte Carlo returns (all 1) falls far below where it started."""
     trajectories = [make_trajectory(learner.policy, 1.0, s) for s in range(2)]
-    losses = [learner.step(trajectories)["value_loss"] for _ in range(15)]
-    assert losses[-1] < losses[0] * 0.5
+    losses = learner.pretrain_critic(trajectories, steps=15)
+    assert losses[0] == 0.5  # the value head starts at zero: 0.5 * (1 - 0)^2 on every token
+    assert losses[-1] < 0.01  # 0.0048 at this seed; the loss falls every step
+    assert all(b < a for a, b in zip(losses, losses[1:], strict=False))
 
 
 def test_advantages_are_zero_off_policy_tokens(learner):
-    from trainer.learner import _batch
-
     trajectories = [make_trajectory(learner.policy, 1.0, 0)]
-    batch = _batch(trajectories, 0)
-    advantages, returns, _ = learner.advantages(trajectories, batch)
-    off = ~batch["policy_mask"]
-    assert advantages[off].abs().sum() == 0 and returns[off].abs().sum() == 0
+    micro = learner.prepare(trajectories).micro_batches[0]
+    target = learner.objective.micro_targets(learner, micro)
+    mask = micro.tensors["policy_mask"]
+    assert target.advantages[~mask].abs().sum() == 0 and target.returns[~mask].abs().sum() == 0
     # lambda = 1 for the critic and gamma = 1: every return is the final reward.
-    assert torch.allclose(returns[batch["policy_mask"]], torch.ones(9))
+    assert torch.allclose(target.returns[mask], torch.ones(9))
 
 
 def test_checkpoint_round_trip_and_corrupt_checkpoint(learner, tmp_path):
     learner.step([make_trajectory(learner.policy, 1.0, 0)])
     path = learner.save(tmp_path / "ckpt", extra={"step": 1})
     policy = load_policy("tiny", seed=99)
-    other = SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0)
+    other = make_learner(policy, ValueModel.from_policy(policy))
     state = other.load(path)
     assert state["step"] == 1 and other.version == 1
     for a, b in zip(learner.policy.state_dict().values(), other.policy.state_dict().values(), strict=True):
@@ -86,11 +101,12 @@ def test_checkpoint_round_trip_and_corrupt_checkpoint(learner, tmp_path):
         other.load(tmp_path / "missing")
 
 
-def test_non_finite_steps_are_skipped_counted_and_abort_after_k(learner):
-    learner.max_bad_steps = 2
+def test_non_finite_steps_are_skipped_counted_and_abort_after_k():
+    policy = load_policy("tiny", seed=0)
+    learner = make_learner(policy, ValueModel.from_policy(policy), lr=1e-3, critic_lr=1e-3, max_bad_steps=2)
     poisoned = [make_trajectory(learner.policy, float("nan"), 0)]
     before = [p.detach().clone() for p in learner.policy.parameters()]
-    metrics = learner.step(poisoned)
+    metrics = learner.step(poisoned).metrics
     assert metrics["skipped_steps"] == 1 and learner.version == 0
     assert all(torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
     learner.step([make_trajectory(learner.policy, 1.0, 1)])  # a good step resets the streak
@@ -103,9 +119,7 @@ def test_non_finite_steps_are_skipped_counted_and_abort_after_k(learner):
 def test_activation_checkpointing_gives_the_same_step():
     def run(checkpointing: bool):
         policy = load_policy("tiny", seed=0)
-        learner = SAOLearner(
-            policy, ValueModel.from_policy(policy), pad_id=0, lr=1e-3, activation_checkpointing=checkpointing
-        )
+        learner = make_learner(policy, ValueModel.from_policy(policy), lr=1e-3, activation_checkpointing=checkpointing)
         learner.step([make_trajectory(load_policy("tiny", seed=0), 1.0, s) for s in range(2)])
         return learner.full_policy_state()
 
@@ -114,7 +128,7 @@ def test_activation_checkpointing_gives_the_same_step():
         assert torch.allclose(tensor, checkpointed[name], atol=1e-6), name
 
 
-def saved_activation_bytes(learner: SAOLearner) -> int:
+def saved_activation_bytes(learner: Learner) -> int:
     total = 0
 
     def pack(tensor):
@@ -129,9 +143,9 @@ def saved_activation_bytes(learner: SAOLearner) -> int:
 
 
 def test_activation_checkpointing_saves_memory():
-    def learner(checkpointing: bool) -> SAOLearner:
+    def learner(checkpointing: bool) -> Learner:
         policy = load_policy("tiny", seed=0)
-        return SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, activation_checkpointing=checkpointing)
+        return make_learner(policy, ValueModel.from_policy(policy), activation_checkpointing=checkpointing)
 
     assert saved_activation_bytes(learner(True)) < 0.7 * saved_activation_bytes(learner(False))
 
@@ -151,57 +165,72 @@ def test_every_algorithm_is_selectable_by_name_and_trains(algorithm):
     critic = ValueModel.from_policy(policy)
     if algorithm == "sapo":  # one model: the value is read through two reserved vocabulary rows
         reserve_value_tokens(policy)
-    learner = SAOLearner(policy, critic, pad_id=0, lr=1e-3, algorithm=algorithm)
+    learner = make_learner(policy, critic, algorithm, lr=1e-3)
     assert (learner.critic is None) == (algorithm in ("grpo", "dr_grpo", "dapo", "sapo"))
     trajectories = [make_trajectory(load_policy("tiny", seed=3), r, s) for s, r in enumerate([1.0, 0.0, 0.0, 1.0])]
     for traj in trajectories:
         traj.group_id = "g"  # one group of four
     before = [p.detach().clone() for p in learner.policy.parameters()]
-    metrics = learner.step(trajectories)
-    assert metrics["version"] == 1 and metrics["policy_tokens"] == 36
+    result = learner.step(trajectories)
+    assert result.metrics["version"] == 1 and result.metrics["policy_tokens"] == 36
     assert any(not torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
+    assert list(result.advantages) == ["j0", "j1", "j2", "j3"] and any(result.advantages.values())
 
 
 def test_group_advantages_are_normalised_within_each_group():
     policy = load_policy("tiny", seed=0)
-    learner = SAOLearner(policy, None, pad_id=0, algorithm="grpo")
+    learner = make_learner(policy, None, "grpo")
     trajectories = [make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0, 5.0, 5.0])]
     for traj, group in zip(trajectories, ["a", "a", "b", "b"], strict=True):
         traj.group_id = group
-    learner._group_advantages(trajectories)
-    from trainer.learner import _batch
-
-    batch = _batch(trajectories, 0)
-    advantages, _, _ = learner.advantages(trajectories, batch)
-    per_row = [advantages[row][batch["policy_mask"][row]].unique().tolist() for row in range(4)]
+    selection = learner.objective.select(trajectories)
+    batch = learner.prepare(selection.trajectories)
+    [micro] = batch.micro_batches
+    [target] = learner.objective.targets(learner, selection, batch).micro
+    mask = micro.tensors["policy_mask"]
+    per_row = {i: target.advantages[row][mask[row]].unique().tolist() for row, i in enumerate(micro.indices)}
     assert per_row[0][0] > 0 > per_row[1][0]  # the better rollout of group a is pushed up
     assert per_row[2] == [0.0] and per_row[3] == [0.0]  # equal rewards: no signal
-    assert advantages[~batch["policy_mask"]].abs().sum() == 0
+    assert target.advantages[~mask].abs().sum() == 0
+    # The step reports the same per-trajectory advantages, in the batch's order.
+    advantages = learner.step(trajectories).advantages
+    assert list(advantages) == ["j0", "j1", "j2", "j3"]
+    assert advantages["j0"] == pytest.approx(per_row[0][0]) and advantages["j2"] == 0.0
 
 
 def test_dapo_drops_zero_variance_groups():
     policy = load_policy("tiny", seed=0)
-    learner = SAOLearner(policy, None, pad_id=0, algorithm="dapo", lr=1e-3)
+    learner = make_learner(policy, None, "dapo", lr=1e-3)
     same = [make_trajectory(policy, 1.0, s) for s in range(2)]
-    assert learner.step(same) == {"zero_variance_dropped": 2, "version": 0, "skipped_steps": 0}
-    mixed = [make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0])]
+    result = learner.step(same)
+    assert result.metrics == {"zero_variance_dropped": 2, "version": 0, "skipped_steps": 0}
+    assert result.advantages == {"j0": 0.0, "j1": 0.0}
+    mixed = [make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0], start=2)]
     for traj in mixed:
         traj.group_id = "other"
-    metrics = learner.step(same + mixed)
-    assert metrics["zero_variance_dropped"] == 2 and metrics["policy_tokens"] == 18 and learner.version == 1
+    result = learner.step(same + mixed)
+    assert result.metrics["zero_variance_dropped"] == 2 and result.metrics["policy_tokens"] == 18
+    assert learner.version == 1
+    # Dropped trajectories are reported with 0; the kept group's are pushed apart.
+    assert result.advantages["j0"] == result.advantages["j1"] == 0.0
+    assert result.advantages["j2"] > 0 > result.advantages["j3"]
 
 
 def test_unknown_algorithm_and_missing_critic_are_clear_errors():
+    from trainer.algorithms.registry import get_algorithm
+
     policy = load_policy("tiny", seed=0)
+    with pytest.raises(ValidationError, match="reinforce"):
+        AlgorithmConfig(name="reinforce")
     with pytest.raises(ValueError, match="unknown algorithm 'reinforce'"):
-        SAOLearner(policy, None, pad_id=0, algorithm="reinforce")
+        get_algorithm("reinforce")
     with pytest.raises(ValueError, match="needs a critic"):
-        SAOLearner(policy, None, pad_id=0, algorithm="ppo")
+        make_learner(policy, None, "ppo")
 
 
 def test_frozen_critic_attention_stays_put(learner):
     policy = load_policy("tiny", seed=0)
-    learner = SAOLearner(policy, ValueModel.from_policy(policy), pad_id=0, critic_lr=1e-2, freeze_critic_attention=True)
+    learner = make_learner(policy, ValueModel.from_policy(policy), critic_lr=1e-2, freeze_critic_attention=True)
     attention = {n: p.detach().clone() for n, p in learner.critic.named_parameters() if "self_attn" in n}
     assert attention
     learner.step([make_trajectory(policy, 1.0, s) for s in range(2)])
@@ -220,3 +249,13 @@ def test_warm_start_restarts_the_critic_from_the_fine_tuned_policy(learner):
         assert torch.equal(parameter, decoder[name]), name
     assert torch.equal(learner.critic.head.weight, head)
     assert not learner.critic_optimizer.state  # a fresh optimizer
+
+
+@pytest.mark.parametrize("algorithm", ["sao", "decoupled_ppo"])
+def test_sequence_sum_norm_aggregation_trains_every_loss(algorithm):
+    """Dr.GRPO's aggregation with a critic's loss: the learner passes the batch's horizon."""
+    policy = load_policy("tiny", seed=0)
+    config = AlgorithmConfig(name=algorithm, loss_aggregation="sequence_sum_norm")
+    learner = Learner(policy, ValueModel.from_policy(policy), pad_id=0, algorithm=config, optim=LearnerConfig(lr=1e-3))
+    metrics = learner.step([make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0])]).metrics
+    assert metrics["version"] == 1 and torch.isfinite(torch.tensor(metrics["policy_loss"]))

@@ -16,15 +16,21 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import needs_bwrap
+from tests.conftest import needs_bwrap, wait_until
 from tests.trainer.faults import FaultySandboxes
-from trainer.config import load_config
+from trainer.config import RolloutConfig, TreeConfig, load_config
 from trainer.orchestrator.schedule import EpisodeJob
-from trainer.orchestrator.worker import EpisodeSettings, RolloutWorker
+from trainer.orchestrator.worker import RolloutWorker
 from trainer.train import train
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL = ["episodes_per_step=2", "max_turns=1", "max_new_tokens=8", "lr=1e-3", "critic_lr=1e-3"]
+SMALL = [
+    "orchestrator.episodes_per_step=2",
+    "rollout.max_turns=1",
+    "rollout.max_new_tokens=8",
+    "learner.lr=1e-3",
+    "learner.critic_lr=1e-3",
+]
 
 
 def _records(run_dir: Path) -> list[dict]:
@@ -37,8 +43,8 @@ def test_crashed_and_hung_workers_and_dead_sandboxes_are_retried_not_scored(tmp_
     config = load_config(
         None,
         # sync: every batch needs all of its episodes, so none of the faults can be outrun
-        [f"output_dir={tmp_path}", "run_name=faults", "mode=sync", "steps=3", *SMALL, "rollout_workers=2",
-         "episodes_per_worker=2", "episode_timeout_s=30", "max_attempts=4"],
+        [f"run.output_dir={tmp_path}", "run.name=faults", "orchestrator.mode=sync", "run.steps=3", *SMALL, "orchestrator.rollout_workers=2",
+         "orchestrator.episodes_per_worker=2", "orchestrator.episode_timeout_s=30", "orchestrator.max_attempts=4"],
     )  # fmt: skip
     run_dir = train(config, sandbox_factory=faults)
     assert {p.name for p in tmp_path.glob("*.done")} == {"crash.done", "sandbox.done", "hang.done"}
@@ -55,7 +61,9 @@ def test_crashed_and_hung_workers_and_dead_sandboxes_are_retried_not_scored(tmp_
 
 @needs_bwrap
 def test_sync_mode_trains_on_whole_batches_in_order(tmp_path, ray_cluster):
-    config = load_config(None, [f"output_dir={tmp_path}", "run_name=sync", "mode=sync", "steps=2", *SMALL])
+    config = load_config(
+        None, [f"run.output_dir={tmp_path}", "run.name=sync", "orchestrator.mode=sync", "run.steps=2", *SMALL]
+    )
     run_dir = train(config)
     records = _records(run_dir)
     assert [r["staleness_max"] for r in records] == [0, 0] and [r["version"] for r in records] == [1, 2]
@@ -76,8 +84,8 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
     task = builtin_tasks()[0]
     worker = RolloutWorker(
         index=0, model="tiny", engine="hf", seed=0, tasks=[task], sandbox_backend="local",
-        settings=EpisodeSettings(max_turns=3, max_new_tokens=6, max_total_tokens=4096, rollout=rollout,
-                                 tree_scorer="heuristic", tree_expand_every=1, tree_branches=3),
+        settings=RolloutConfig(max_turns=3, max_new_tokens=6, max_total_tokens=4096, kind=rollout,
+                               tree=TreeConfig(scorer="heuristic", expand_every=1, branches=3)),
     )  # fmt: skip
     first, second = load_policy("tiny", seed=1), load_policy("tiny", seed=2)
     worker.set_weights(1, {"policy": first.state_dict()})
@@ -110,8 +118,8 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
 
 def _launch(tmp_path: Path, run_name: str, args: list[str]) -> subprocess.Popen:
     log = open(tmp_path / f"{run_name}.log", "a")  # noqa: SIM115 - closed with the process
-    command = [sys.executable, "-m", "trainer.train", *args, f"output_dir={tmp_path}", f"run_name={run_name}",
-               "resume=auto"]  # fmt: skip
+    command = [sys.executable, "-m", "trainer.train", *args, f"run.output_dir={tmp_path}", f"run.name={run_name}",
+               "run.resume=auto"]  # fmt: skip
     return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -142,8 +150,8 @@ def _assert_bitwise_equal(a, b, path: str = "") -> None:
 
 @needs_bwrap
 def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and_params(tmp_path):
-    args = ["deterministic=true", "max_staleness=1", "steps=4", "checkpoint_every=1", "max_turns=2",
-            "max_new_tokens=8", "episodes_per_step=2", "lr=1e-3", "critic_lr=1e-3", "rollout_workers=2"]  # fmt: skip
+    args = ["orchestrator.deterministic=true", "orchestrator.max_staleness=1", "run.steps=4", "run.checkpoint_every=1", "rollout.max_turns=2",
+            "rollout.max_new_tokens=8", "orchestrator.episodes_per_step=2", "learner.lr=1e-3", "learner.critic_lr=1e-3", "orchestrator.rollout_workers=2"]  # fmt: skip
     straight = _launch(tmp_path, "straight", args)
     assert straight.wait(timeout=600) == 0, (tmp_path / "straight.log").read_text()[-3000:]
 
@@ -154,14 +162,13 @@ def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and
         process = _launch(tmp_path, "killed", args)
         deadline = time.monotonic() + 600
         if kills == 0:  # the first kill lands while a checkpoint is being written
-            while process.poll() is None and not list(checkpoints.glob(".step_*.partial")):
-                assert time.monotonic() < deadline
-                time.sleep(0.005)
+            wait_until(lambda p=process: p.poll() is not None or list(checkpoints.glob(".step_*.partial")), deadline,
+                       "a checkpoint write to start", interval=0.005)  # fmt: skip
         elif kills < 3:  # then at random points after the run made progress (episodes in flight)
             before = len(list(checkpoints.glob("step_*")))
-            while process.poll() is None and len(list(checkpoints.glob("step_*"))) == before:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+            wait_until(lambda p=process, n=before: p.poll() is not None or len(list(checkpoints.glob("step_*"))) > n,
+                       deadline, "the next checkpoint")  # fmt: skip
+            # Not a wait for anything: the kill lands a random time after that checkpoint.
             time.sleep(rng.uniform(0.0, 3.0))
         else:
             assert process.wait(timeout=600) == 0, (tmp_path / "killed.log").read_text()[-3000:]
@@ -189,8 +196,55 @@ def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and
 
 @needs_bwrap
 def test_a_two_rank_learner_group_trains_and_one_rank_resumes_its_checkpoint(tmp_path, ray_cluster):
-    common = [f"output_dir={tmp_path}", "run_name=ranks", *SMALL, "checkpoint_every=1"]
-    run_dir = train(load_config(None, [*common, "steps=1", "learner_ranks=2"]))
-    train(load_config(None, [*common, "steps=2", "learner_ranks=1", "resume=auto"]))
+    common = [f"run.output_dir={tmp_path}", "run.name=ranks", *SMALL, "run.checkpoint_every=1"]
+    run_dir = train(load_config(None, [*common, "run.steps=1", "placement.learner_ranks=2"]))
+    train(load_config(None, [*common, "run.steps=2", "placement.learner_ranks=1", "run.resume=auto"]))
     records = _records(run_dir)
     assert [r["step"] for r in records] == [1, 2] and records[-1]["version"] == 2
+
+
+def _scored_batch() -> list:
+    """Four finished trajectories with distinct ids and non-zero rewards (the critic's value
+    head starts at 0, so each advantage is its reward); family f1 at even positions, f2 at
+    odd ones (a two-rank learner gives the odd ones to rank 1)."""
+    from trainer.inference.trajectory import Trajectory
+
+    batch = []
+    for index in range(4):
+        trajectory = Trajectory(task_id=f"task{index % 2}", trajectory_id=str(index), family=f"f{index % 2 + 1}")
+        trajectory.extend(list(range(5 + index, 17 + index)), policy=False)
+        trajectory.extend([30 + index, 31, 32, 33, 34 + index], policy=True, logprobs=[-1.5] * 5, version=0)
+        trajectory.reward = (1.0, 0.5, 0.25, 1.0)[index]
+        batch.append(trajectory)
+    return batch
+
+
+def test_a_two_rank_learner_returns_every_advantage_to_the_curriculum(ray_cluster):
+    """With `placement.learner_ranks=2`, rank 0 trains on only half of the batch: the step's
+    advantages must still come back for every trajectory (gathered across ranks), equal to
+    the one-rank learner's, so PAC learns from the whole batch, not from zeros."""
+    import ray
+
+    from trainer.algorithms import PACController
+    from trainer.orchestrator.learner_group import LearnerGroup
+    from trainer.orchestrator.schedule import TaskPicker
+
+    config = load_config(None, ["learner.lr=1e-3", "learner.critic_lr=1e-3"])
+    results = {}
+    for ranks in (1, 2):
+        group = LearnerGroup(config, ranks=ranks)
+        try:
+            results[ranks] = ray.get(group.step_ref(_scored_batch()))
+        finally:
+            group.kill()
+    batch = _scored_batch()
+    single, double = results[1].advantages, results[2].advantages
+    assert set(double) == set(single) == {"0", "1", "2", "3"}
+    assert all(abs(double[key] - single[key]) < 1e-5 for key in single)
+    assert all(single[key] != 0.0 for key in single)
+
+    pac = PACController(["f1", "f2"])
+    TaskPicker([("task0", "f1"), ("task1", "f2")], seed=0, pac=pac).observe(batch, double)
+    for family, keys in (("f1", ("0", "2")), ("f2", ("1", "3"))):
+        learnability = sum(abs(single[key]) for key in keys) / 2  # the first update has no reward gain
+        assert pac.stats[family]["last_score"] == pytest.approx(learnability, abs=1e-5)

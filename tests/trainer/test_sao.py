@@ -136,7 +136,8 @@ def test_lambda_one_gives_monte_carlo_returns():
 def test_length_adaptive_lambda():
     assert math.isclose(length_adaptive_lambda(100, 1.5), 1 - 1 / 150)
     assert length_adaptive_lambda(1, 1.5) == 1 - 1 / 1.5
-    assert length_adaptive_lambda(0, 1.5) >= 0.0
+    assert length_adaptive_lambda(0, 1.5) == 1 - 1 / 1.5  # an empty response counts as one token
+    assert length_adaptive_lambda(1, 0.5) == 0.0  # alpha * l < 1: clamped at 0, not negative
 
 
 def test_aggregations():

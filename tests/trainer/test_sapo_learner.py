@@ -17,18 +17,34 @@ from tests.conftest import needs_bwrap
 from tests.trainer.fsdp_worker import fixed_batch
 from tests.trainer.test_learner import make_trajectory
 from trainer.build import build_learner
-from trainer.config import ConfigError, TrainConfig, load_config
+from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig, SAPOConfig, TrainConfig, load_config
 from trainer.inference.engines.hf import HFEngine
 from trainer.inference.engines.weights import WeightSyncError
 from trainer.inference.models import VALUE_TOKENS, ValueModel, load_policy, load_tokenizer, reserve_value_tokens
-from trainer.learner import CheckpointError, Learner, token_logprobs
+from trainer.learner import CheckpointError, Learner, StepResult, token_logprobs
+from trainer.learner.batching import padded_batch
+from trainer.learner.objectives import turn_layout
 
 CPU_DEMO = Path(__file__).parents[2] / "configs" / "train_swe.yaml"
 PLUS, MINUS = 2048, 2049  # the tiny vocabulary has 2048 rows; the two value rows follow
 
 
-def sapo(mesh=None, **overrides) -> tuple[Learner, object]:
-    return build_learner(TrainConfig(algorithm="sapo", **overrides), mesh=mesh)
+def sapo(mesh=None, lr: float = 1e-6, token_budget: int = 16384, **fields) -> tuple[Learner, object]:
+    """A SAPO learner on the tiny model as `trainer.build` makes one (seed 0, the two value
+    rows reserved), with `fields` of `SAPOConfig`; and the tokenizer that names the rows."""
+    tokenizer, policy = load_tokenizer("tiny"), load_policy("tiny", seed=0)
+    ids = reserve_value_tokens(policy, tokenizer)
+    algorithm = AlgorithmConfig(name="sapo", sapo=SAPOConfig(**fields))
+    optim = LearnerConfig(lr=lr, token_budget=token_budget)
+    learner = Learner(
+        policy, None, pad_id=tokenizer.pad_token_id, algorithm=algorithm, optim=optim, value_token_ids=ids, mesh=mesh
+    )
+    return learner, tokenizer
+
+
+def sao() -> Learner:
+    policy = load_policy("tiny", seed=0)
+    return Learner(policy, ValueModel.from_policy(policy), pad_id=0, algorithm=AlgorithmConfig(), optim=LearnerConfig())
 
 
 def parameter_count(*modules) -> int:
@@ -38,18 +54,16 @@ def parameter_count(*modules) -> int:
 
 def readouts(learner: Learner, trajectories) -> tuple[torch.Tensor, torch.Tensor]:
     """Every turn's V and its reward-to-go (gamma = 1: the final reward), over the batch."""
-    from trainer.learner import _batch
-
-    batch = _batch(trajectories, learner.pad_id)
-    layout = learner._turn_layout(trajectories, batch)
+    tensors = padded_batch(trajectories, learner.pad_id)
+    layout = turn_layout(trajectories, tensors)
     with torch.no_grad():
-        values = learner._sapo_forward(batch)[1].gather(1, layout["v_index"])
+        values = learner.objective.forward(learner, tensors, values_only=True)[1].gather(1, layout["v_index"])
     rewards = torch.tensor([t.reward for t in trajectories])[:, None].expand_as(values)
     return values[layout["turn_mask"]], rewards[layout["turn_mask"]]
 
 
 def test_builder_reserves_two_rows_and_builds_no_critic():
-    learner, tokenizer = sapo()
+    learner, tokenizer = build_learner(TrainConfig(algorithm={"name": "sapo"}))
     assert learner.critic is None and learner.critic_optimizer is None
     assert learner.value_token_ids == (PLUS, MINUS) == learner.banned
     assert tokenizer.convert_tokens_to_ids(list(VALUE_TOKENS)) == [PLUS, MINUS] and len(tokenizer) == 2050
@@ -58,13 +72,13 @@ def test_builder_reserves_two_rows_and_builds_no_critic():
     plain = load_policy("tiny", seed=0)
     hidden = plain.config.hidden_size
     assert parameter_count(learner.policy) - parameter_count(plain) == 2 * hidden
-    sao, _ = build_learner(TrainConfig(algorithm="sao"))
-    assert parameter_count(sao.policy, sao.critic) >= 1.9 * parameter_count(plain)
+    separate, _ = build_learner(TrainConfig(algorithm={"name": "sao"}))
+    assert parameter_count(separate.policy, separate.critic) >= 1.9 * parameter_count(plain)
     # The rows start identical: every value reads 0 until the value loss separates them.
     values, _ = readouts(learner, [make_trajectory(plain, 1.0, 0)])
     assert values.abs().max() == 0
     # Same seed, same ids, same weights: what a resumed run rebuilds before loading.
-    again, _ = sapo()
+    again, _ = sapo()  # the tests' own construction builds the same model
     for name, tensor in learner.policy.state_dict().items():
         assert torch.equal(tensor, again.policy.state_dict()[name]), name
 
@@ -86,7 +100,8 @@ def test_sapo_step_trains_policy_and_value_rows_with_finite_losses():
     reference = load_policy("tiny", seed=3)
     trajectories = [make_trajectory(reference, r, s) for s, r in enumerate([1.0, 0.0, 1.0])]
     before = {n: p.detach().clone() for n, p in learner.policy.named_parameters()}
-    metrics = learner.step(trajectories)
+    result = learner.step(trajectories)
+    metrics = result.metrics
     assert metrics["version"] == 1 == learner.version and metrics["skipped_steps"] == 0
     assert metrics["policy_tokens"] == 27 and metrics["turns"] == 6
     for key in ("loss", "policy_loss", "value_loss", "q_loss", "kl", "grad_norm"):
@@ -101,7 +116,11 @@ def test_sapo_step_trains_policy_and_value_rows_with_finite_losses():
     assert not torch.equal(rows[PLUS], head[PLUS]) and not torch.equal(
         rows[PLUS] - rows[MINUS], head[PLUS] - head[MINUS]
     )
-    assert set(learner._advantages) == {t.trajectory_id for t in trajectories}
+    # Each trajectory's mean (normalised) advantage, by its id: the two rewarded ones above
+    # the unrewarded one.
+    assert list(result.advantages) == ["j0", "j1", "j2"]
+    assert result.advantages["j0"] > result.advantages["j1"] < result.advantages["j2"]
+    assert result.advantages["j1"] < 0
 
 
 def test_policy_logprobs_never_see_the_value_rows():
@@ -130,13 +149,12 @@ def test_one_forward_per_step_and_micro_batching_gives_the_same_update():
     batch = fixed_batch()  # five two-turn trajectories scored by another policy: ratios away from 1
 
     def run(token_budget: int):
-        learner, _ = sapo(lr=1e-3, beta=0.01, c_h=0.01)
-        learner.token_budget = token_budget
+        learner, _ = sapo(lr=1e-3, token_budget=token_budget, beta=0.01, c_h=0.01)
         # Plain SGD: the update is the (clipped) gradient itself. Adam's first step is about
         # lr * sign(g), which turns float noise in near-zero gradients into lr-sized differences.
         learner.policy_optimizer = torch.optim.SGD(learner.policy.parameters(), lr=1.0)
         forwards = count_forwards(learner.policy)
-        metrics = learner.step(batch)
+        metrics = learner.step(batch).metrics
         return learner.full_policy_state(), metrics, forwards[0]
 
     whole, whole_metrics, whole_forwards = run(1 << 16)
@@ -155,7 +173,7 @@ def test_value_readout_moves_toward_the_returns():
     trajectories = [make_trajectory(reference, r, s) for s, r in enumerate([1.0, 0.0, 1.0, 1.0])]
     values, targets = readouts(learner, trajectories)
     error_before = (values - targets).abs().mean()
-    losses = [learner.step(trajectories)["value_loss"] for _ in range(12)]
+    losses = [learner.step(trajectories).metrics["value_loss"] for _ in range(12)]
     values, targets = readouts(learner, trajectories)
     assert (values - targets).abs().mean() < 0.5 * error_before
     assert losses[-1] < 0.5 * losses[0]
@@ -168,7 +186,7 @@ def test_value_readout_moves_toward_the_returns():
 def test_non_finite_sapo_steps_are_skipped():
     learner, _ = sapo(lr=1e-3)
     before = [p.detach().clone() for p in learner.policy.parameters()]
-    metrics = learner.step([make_trajectory(load_policy("tiny", seed=3), float("nan"), 0)])
+    metrics = learner.step([make_trajectory(load_policy("tiny", seed=3), float("nan"), 0)]).metrics
     assert metrics["skipped_steps"] == 1 and learner.version == 0
     assert all(torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
 
@@ -267,49 +285,54 @@ def test_checkpoint_round_trip_without_a_critic(tmp_path):
     for name, tensor in learner.policy.state_dict().items():
         assert torch.equal(tensor, resumed.policy.state_dict()[name]), name
     # Optimizer state came back too: the next step is the same on both.
-    a, b = learner.step(trajectories), resumed.step(trajectories)
+    a, b = learner.step(trajectories).metrics, resumed.step(trajectories).metrics
     assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
     for name, tensor in learner.policy.state_dict().items():
         assert torch.allclose(tensor, resumed.policy.state_dict()[name], atol=1e-6), name
 
     # A learner that reads values elsewhere (or not at all) refuses the checkpoint, by name.
     with pytest.raises(CheckpointError, match=r"ckpt.*\(2048, 2049\).*\(sao\) from None"):
-        build_learner(TrainConfig(algorithm="sao"))[0].load(path)
+        sao().load(path)
     other = load_policy("tiny", seed=0)
-    elsewhere = Learner(other, None, pad_id=0, algorithm="sapo", value_token_ids=(7, 9))
+    elsewhere = Learner(
+        other, None, pad_id=0, algorithm=AlgorithmConfig(name="sapo"), optim=LearnerConfig(), value_token_ids=(7, 9)
+    )
     with pytest.raises(CheckpointError, match="tokens"):
         elsewhere.load(path)
 
 
 def test_sapo_needs_its_value_tokens_and_validates_them():
+    config = {"algorithm": AlgorithmConfig(name="sapo"), "optim": LearnerConfig()}
     with pytest.raises(ValueError, match="reserve_value_tokens"):
-        Learner(load_policy("tiny", seed=0), None, pad_id=0, algorithm="sapo")
+        Learner(load_policy("tiny", seed=0), None, pad_id=0, **config)
     with pytest.raises(ValueError, match="below the vocabulary size 2048"):
-        Learner(load_policy("tiny", seed=0), None, pad_id=0, algorithm="sapo", value_token_ids=(2047, 2048))
+        Learner(load_policy("tiny", seed=0), None, pad_id=0, value_token_ids=(2047, 2048), **config)
     policy = load_policy("tiny", seed=0)
     critic = ValueModel.from_policy(policy)
     reserve_value_tokens(policy)  # the ids recorded in the config are found without being passed
-    learner = Learner(policy, critic, pad_id=0, algorithm="sapo")
+    learner = Learner(policy, critic, pad_id=0, **config)
     assert learner.value_token_ids == (PLUS, MINUS) and learner.critic is None
 
 
 def test_sapo_config_fields():
-    config = load_config(None, ["algorithm=sapo", "tau_v=4", "r_max=2", "c_v=1", "c_q=0", "beta=0", "c_h=0.01"])
-    assert (config.tau_v, config.r_max, config.c_v, config.c_q, config.beta, config.c_h) == (4, 2, 1, 0, 0, 0.01)
+    fields = {"tau_v": 4, "r_max": 2, "c_v": 1, "c_q": 0, "beta": 0, "c_h": 0.01}
+    config = load_config(None, ["algorithm.name=sapo", *(f"algorithm.sapo.{k}={v}" for k, v in fields.items())])
+    assert config.algorithm.sapo.model_dump() == fields
     learner, _ = build_learner(config)
-    assert (learner.tau_v, learner.r_max, learner.c_v, learner.c_q, learner.beta, learner.c_h) == (4, 2, 1, 0, 0, 0.01)
+    assert learner.objective.config.model_dump() == fields  # what the SAPO objective weighs its terms by
     with pytest.raises(ConfigError, match="tau_v"):
-        load_config(None, ["algorithm=sapo", "tau_v=0"])
+        load_config(None, ["algorithm.name=sapo", "algorithm.sapo.tau_v=0"])
 
 
 @needs_bwrap
 def test_train_with_sapo_end_to_end(tmp_path, ray_cluster):
-    """`python -m trainer.train configs/train_swe.yaml algorithm=sapo steps=1`, made small
-    (a 2-step warm start, which publishes version 1)."""
+    """`python -m trainer.train configs/train_swe.yaml algorithm.name=sapo run.steps=1`, made
+    small (a 2-step warm start, which publishes version 1)."""
     from trainer.train import train
 
-    overrides = [f"output_dir={tmp_path}", "run_name=sapo", "algorithm=sapo", "steps=1", "warm_start_steps=2",
-                 "critic_pretrain_steps=0", "episodes_per_step=2", "max_turns=2", "max_new_tokens=12"]  # fmt: skip
+    overrides = [f"run.output_dir={tmp_path}", "run.name=sapo", "algorithm.name=sapo", "run.steps=1",
+                 "warm_start.steps=2", "warm_start.critic_pretrain_steps=0", "orchestrator.episodes_per_step=2",
+                 "rollout.max_turns=2", "rollout.max_new_tokens=12"]  # fmt: skip
     run_dir = train(load_config(CPU_DEMO, overrides))
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["version"] == 2 and records[-1]["policy_tokens"] > 0 and records[-1]["turns"] > 0
@@ -319,10 +342,9 @@ def test_train_with_sapo_end_to_end(tmp_path, ray_cluster):
     assert json.loads((checkpoint / "policy" / "config.json").read_text())["value_token_ids"] == [PLUS, MINUS]
 
 
-def sharded_step(mesh=None) -> tuple[Learner, dict]:
+def sharded_step(mesh=None) -> tuple[Learner, StepResult]:
     """One SAPO step on the fixed batch, in several micro-batches, with plain SGD (see above)."""
-    learner, _ = sapo(mesh=mesh, lr=1e-3, beta=0.01)
-    learner.token_budget = 40
+    learner, _ = sapo(mesh=mesh, lr=1e-3, token_budget=40, beta=0.01)
     learner.policy_optimizer = torch.optim.SGD(learner.policy.parameters(), lr=1.0)
     return learner, learner.step(fixed_batch())
 
@@ -339,20 +361,26 @@ def test_two_fsdp_ranks_take_the_same_sapo_step_as_one_process(tmp_path):
     result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     sharded = torch.load(tmp_path / "after_step.pt", weights_only=True)
-    learner, metrics = sharded_step()
+    learner, result = sharded_step()
+    metrics = result.metrics
     assert metrics["micro_batches"] > 1 and sharded["metrics"]["turns"] == metrics["turns"] == 10
     for key in ("loss", "policy_loss", "value_loss", "q_loss", "kl", "value_mean", "return_mean"):
         assert abs(metrics[key] - sharded["metrics"][key]) < 1e-5, key
     for name, tensor in learner.full_policy_state().items():
         assert torch.allclose(tensor, sharded["policy"][name], atol=1e-5), name
+    # Rank 0 reports every trajectory's advantage, its own share's and the other rank's.
+    assert list(sharded["advantages"]) == list(result.advantages) == [f"j{i}" for i in range(5)]
+    for key, value in result.advantages.items():
+        assert abs(value - sharded["advantages"][key]) < 1e-5, key
 
 
 if __name__ == "__main__":  # run by torchrun from the test above
     from trainer import distributed
 
     mesh = distributed.init_from_env()
-    learner, metrics = sharded_step(mesh)
+    learner, result = sharded_step(mesh)
     state = learner.full_policy_state()
     if distributed.rank() == 0:
-        torch.save({"policy": state, "metrics": metrics}, Path(sys.argv[1]) / "after_step.pt")
+        saved = {"policy": state, "metrics": result.metrics, "advantages": result.advantages}
+        torch.save(saved, Path(sys.argv[1]) / "after_step.pt")
     distributed.exit_rank()

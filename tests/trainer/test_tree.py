@@ -103,3 +103,38 @@ def test_is_degenerate():
     assert is_degenerate(branch) == "format_error_loop"
     branch.observations[-1] = "fine"
     assert is_degenerate(branch) is None
+
+
+LOOP = '<tool_call>\n{"name": "execute_bash", "arguments": {"command": "ls"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize(
+    ("replies", "extra_tokens", "end"),
+    [(gold_actions(TASK), 50_000, "finish"), ([LOOP] * 20, 150, "token_limit")],
+    ids=["finish", "token_limit"],
+)
+def test_one_branch_tree_is_the_linear_episode(chat, replies, extra_tokens, end):
+    """Both rollouts play the same turn (`rollout.turns`): a tree that never branches is the
+    linear episode, field for field, whether the agent finishes or a token limit cuts it."""
+    env = ToolEnv(TASK)
+    prompt = len(chat.prompt_ids(env.system_prompt, "x", env.tools))
+    limits = {"max_new_tokens": 64, "max_total_tokens": prompt + extra_tokens}
+    linear = run_episode(
+        ToolEnv(TASK, max_turns=10),
+        ScriptedEngine(replies, chat.encode, chat.end_id, version=3),
+        chat,
+        seed=1,
+        **limits,
+    )
+    (tree,), stats = run_tree(
+        ToolEnv(TASK, max_turns=10), ScriptedEngine(replies, chat.encode, chat.end_id, version=3), chat,
+        HeuristicScorer(), tree_id="one", max_new_tokens=limits["max_new_tokens"],
+        max_episode_tokens=limits["max_total_tokens"], expand_every=100, max_branches=1, seed=1,
+    )  # fmt: skip
+    assert linear.end == end
+    same = ("token_ids", "policy_mask", "logprobs", "versions", "turn_starts", "reward", "end", "terminated")
+    same += ("truncated", "resolved", "patch", "turns", "format_errors", "reward_hack_blocked")
+    for name in same:
+        assert getattr(tree, name) == getattr(linear, name), name
+    assert (tree.branch_id, tree.parent, tree.branch_token, tree.pruned) == ("one/0", None, 0, False)
+    assert stats.branches == 1 and stats.unique_tokens == stats.linear_tokens == len(linear)

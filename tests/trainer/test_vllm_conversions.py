@@ -118,13 +118,19 @@ def test_engine_model_exports_only_for_vllm_under_sapo(tmp_path, sapo_export):
     from trainer.build import engine_model
     from trainer.config import TrainConfig
 
-    def model_for(**fields):
-        return engine_model(TrainConfig(output_dir=str(tmp_path), **fields))
+    def model_for(engine, algorithm, model="tiny"):
+        return engine_model(
+            TrainConfig(
+                run={"output_dir": str(tmp_path)},
+                model={"name": model, "engine": engine},
+                algorithm={"name": algorithm},
+            )
+        )
 
-    assert model_for(engine="hf", algorithm="sapo") == "tiny"  # the hf engine grows in place
-    assert model_for(engine="vllm", algorithm="sao") == "tiny"
-    assert model_for(engine="vllm", algorithm="sapo", model=str(sapo_export)) == str(sapo_export)  # has the rows
-    exported = model_for(engine="vllm", algorithm="sapo")
+    assert model_for("hf", "sapo") == "tiny"  # the hf engine grows in place
+    assert model_for("vllm", "sao") == "tiny"
+    assert model_for("vllm", "sapo", model=str(sapo_export)) == str(sapo_export)  # has the rows
+    exported = model_for("vllm", "sapo")
     assert exported.startswith(str(tmp_path / "engine-models")) and exported != str(sapo_export)
     assert (Path(exported) / "model.safetensors").read_bytes() == (sapo_export / "model.safetensors").read_bytes()
 

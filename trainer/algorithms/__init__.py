@@ -6,114 +6,82 @@
 - `sapo`: SAPO's shared-backbone value readout, turn-level GAE and combined loss.
 - `vigor`: VIGOR's variance-guided rollout allocation.
 - `curriculum`: PAC's Thompson-sampling family allocator and per-family loss weights.
-- `registry`: losses, estimators and algorithm presets by name.
+- `losses`: policy losses and group advantage estimators by name.
+- `registry`: algorithm presets by name (no torch).
+
+Names are imported lazily from their modules (PEP 562), so importing the registry (as
+`trainer.config` does) does not import torch.
 """
 
-from trainer.algorithms.curriculum import FamilyLossWeights, PACController
-from trainer.algorithms.group import (
-    broadcast_to_tokens,
-    dr_grpo_advantages,
-    dynamic_sampling_mask,
-    grpo_advantages,
-)
-from trainer.algorithms.ppo import (
-    clipped_value_loss,
-    decoupled_ppo_loss,
-    kl_k3,
-    ppo_clip_loss,
-    token_entropy,
-)
-from trainer.algorithms.registry import (
-    ADVANTAGE_ESTIMATORS,
-    ALGORITHMS,
-    NEEDS_PROX,
-    POLICY_LOSSES,
-    AlgorithmSpec,
-    get_advantage_estimator,
-    get_algorithm,
-    get_policy_loss,
-    sao_loss,
-)
-from trainer.algorithms.sao import (
-    AGGREGATIONS,
-    CODING_EPS,
-    CRITIC_STEPS,
-    MATH_EPS,
-    SAO_EPS,
-    PolicyLossStats,
-    action_index,
-    aggregate,
-    double_sided_mask,
-    eps_for_domain,
-    freeze_attention,
-    gae,
-    length_adaptive_lambda,
-    length_adaptive_lambdas,
-    place_turn_rewards,
-    sao_policy_loss,
-    skip_observation_gae,
-    value_loss,
-)
-from trainer.algorithms.sapo import (
-    TurnTargets,
-    ban_value_tokens,
-    broadcast_turns,
-    normalize_turn_advantages,
-    sapo_loss,
-    sapo_value,
-    sapo_value_from_hidden,
-    turn_gae,
-    turn_positions,
-)
-from trainer.algorithms.vigor import VigorAllocator
+from __future__ import annotations
 
-__all__ = [
-    "ADVANTAGE_ESTIMATORS",
-    "AGGREGATIONS",
-    "ALGORITHMS",
-    "CODING_EPS",
-    "CRITIC_STEPS",
-    "MATH_EPS",
-    "NEEDS_PROX",
-    "POLICY_LOSSES",
-    "SAO_EPS",
-    "AlgorithmSpec",
-    "FamilyLossWeights",
-    "PACController",
-    "PolicyLossStats",
-    "TurnTargets",
-    "VigorAllocator",
-    "action_index",
-    "aggregate",
-    "ban_value_tokens",
-    "broadcast_to_tokens",
-    "broadcast_turns",
-    "clipped_value_loss",
-    "decoupled_ppo_loss",
-    "double_sided_mask",
-    "dr_grpo_advantages",
-    "dynamic_sampling_mask",
-    "eps_for_domain",
-    "freeze_attention",
-    "gae",
-    "get_advantage_estimator",
-    "get_algorithm",
-    "get_policy_loss",
-    "grpo_advantages",
-    "kl_k3",
-    "length_adaptive_lambda",
-    "length_adaptive_lambdas",
-    "normalize_turn_advantages",
-    "place_turn_rewards",
-    "ppo_clip_loss",
-    "sao_loss",
-    "sao_policy_loss",
-    "sapo_loss",
-    "sapo_value",
-    "sapo_value_from_hidden",
-    "skip_observation_gae",
-    "token_entropy",
-    "turn_gae",
-    "turn_positions",
-    "value_loss",
-]
+import importlib
+
+_SOURCES: dict[str, str] = {
+    "ADVANTAGE_ESTIMATORS": "losses",
+    "AGGREGATIONS": "sao",
+    "ALGORITHMS": "registry",
+    "AlgorithmSpec": "registry",
+    "CODING_EPS": "sao",
+    "CRITIC_STEPS": "sao",
+    "FamilyLossWeights": "curriculum",
+    "LOSS_PARAMETERS": "losses",
+    "MATH_EPS": "sao",
+    "NEEDS_PROX": "losses",
+    "PACController": "curriculum",
+    "POLICY_LOSSES": "losses",
+    "PolicyLossStats": "sao",
+    "SAO_EPS": "sao",
+    "TurnTargets": "sapo",
+    "VigorAllocator": "vigor",
+    "action_index": "sao",
+    "aggregate": "sao",
+    "ban_value_tokens": "sapo",
+    "broadcast_to_tokens": "group",
+    "broadcast_turns": "sapo",
+    "clipped_value_loss": "ppo",
+    "decoupled_ppo_loss": "ppo",
+    "double_sided_mask": "sao",
+    "dr_grpo_advantages": "group",
+    "dynamic_sampling_mask": "group",
+    "eps_for_domain": "sao",
+    "freeze_attention": "sao",
+    "gae": "sao",
+    "get_advantage_estimator": "losses",
+    "get_algorithm": "registry",
+    "get_policy_loss": "losses",
+    "grpo_advantages": "group",
+    "kl_k3": "ppo",
+    "length_adaptive_lambda": "sao",
+    "length_adaptive_lambdas": "sao",
+    "normalize_turn_advantages": "sapo",
+    "place_turn_rewards": "sao",
+    "ppo_clip_loss": "ppo",
+    "sao_loss": "losses",
+    "sao_policy_loss": "sao",
+    "sapo_loss": "sapo",
+    "sapo_value": "sapo",
+    "sapo_value_from_hidden": "sapo",
+    "skip_observation_gae": "sao",
+    "token_entropy": "ppo",
+    "turn_gae": "sapo",
+    "turn_positions": "sapo",
+    "value_loss": "sao",
+}
+"""Each public name and the submodule that defines it."""
+
+__all__ = sorted(_SOURCES)
+
+
+def __getattr__(name: str):
+    try:
+        module = _SOURCES[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # once found, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SOURCES})

@@ -90,6 +90,7 @@ def decoupled_ppo_loss(
     clip_high: float = 0.2,
     behav_weight_cap: float | None = None,
     aggregation: str = "token_mean",
+    horizon: int | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """AReaL's decoupled PPO objective (arXiv 2505.24298, eq. 5).
 
@@ -111,7 +112,7 @@ def decoupled_ppo_loss(
         capped = behav_weight > behav_weight_cap
         behav_weight = torch.where(capped, torch.zeros_like(behav_weight), behav_weight)
     per_token = behav_weight * _clipped_surrogate(ratio, advantages.detach(), clip_low, clip_high)
-    loss = aggregate(per_token, mask, aggregation)
+    loss = aggregate(per_token, mask, aggregation, horizon=horizon)
     stats = _clip_stats(ratio, advantages, mask, clip_low, clip_high)
     fmask = mask.to(ratio.dtype)
     n = fmask.sum().clamp(min=1.0)

@@ -101,6 +101,8 @@ def sao_policy_loss(
     eps_low: float = CODING_EPS[0],
     eps_high: float = CODING_EPS[1],
     aggregation: str = "token_mean",
+    *,
+    horizon: int | None = None,
 ) -> tuple[torch.Tensor, PolicyLossStats]:
     """SAO's policy loss (arXiv 2607.07508) over [batch, time] tensors; `mask` marks policy tokens.
 
@@ -109,13 +111,14 @@ def sao_policy_loss(
     formula reads (dividing by the kept tokens only would scale the step up by 1/(1 - dropped
     share) exactly when the policy has drifted most). It also makes the loss of a micro-batch
     proportional to its policy tokens, which the learner's gradient accumulation assumes.
+    `horizon` is Dr.GRPO's constant divisor for `sequence_sum_norm` (see `aggregate`).
     """
     mask = mask.to(logp.dtype)
     ratio = torch.exp(logp.detach() - logp_rollout)
     keep = double_sided_mask(ratio, eps_low, eps_high) * mask
     # torch.where, not a product with the mask: an overflowed ratio (inf) times 0 would be NaN.
     coefficient = torch.where(keep > 0, ratio * advantages, torch.zeros_like(ratio)).detach()
-    loss = aggregate(-coefficient * logp, mask, aggregation)
+    loss = aggregate(-coefficient * logp, mask, aggregation, horizon=horizon)
     n = mask.sum().clamp(min=1.0)
     stats = PolicyLossStats(
         masked_low_fraction=float(((ratio <= 1.0 - eps_low).to(logp.dtype) * mask).sum() / n),

@@ -33,6 +33,7 @@ class LearnerRank:
 
         self.config = TrainConfig.model_validate(config)
         self.rank = rank
+        self.probes: list[Trajectory] = []
         self.learner, self.tokenizer = build_learner(self.config, mesh=mesh)
 
     def version(self) -> int:
@@ -42,33 +43,15 @@ class LearnerRank:
         """Gold trajectories whose probability `step` reports after each update."""
         self.probes = demonstrations
 
-    def gold_probability(self) -> float:
-        """Mean over the probes of P(the policy samples their exact actions) at the training
-        temperature: a deterministic measure of progress on the tasks, where the sampled
-        success rate of a few episodes per step is noise (its gradient is P x the
-        supervised gradient toward the gold action)."""
-        import torch
-
-        from trainer.learner import token_logprobs
-
-        learner = self.learner
-        total = 0.0
-        with torch.no_grad():
-            for demo in self.probes:
-                ids = torch.tensor([demo.token_ids], device=learner.device)
-                logp = token_logprobs(learner.policy, ids, torch.ones_like(ids), learner.temperature, learner.banned)[0]
-                mask = torch.tensor(demo.policy_mask[1:], device=learner.device)
-                total += float(torch.exp((logp * mask).sum()))
-        return total / len(self.probes)
-
-    def step(self, trajectories: list[Trajectory]) -> dict:
+    def step(self, trajectories: list[Trajectory]):
+        """One learner step; its `StepResult` with the step's seconds (and, when probes are
+        set, the gold actions' probability) added to the metrics."""
         started = time.monotonic()
-        record = self.learner.step(trajectories)
-        advantages = dict(self.learner._advantages)
-        if getattr(self, "probes", None):
-            record["gold_probability"] = round(self.gold_probability(), 5)
-        seconds = time.monotonic() - started
-        return {**record, "learner_seconds": round(seconds, 4), "advantages": advantages}
+        result = self.learner.step(trajectories)
+        if self.probes:
+            result.metrics["gold_probability"] = round(self.learner.gold_probability(self.probes), 5)
+        result.metrics["learner_seconds"] = round(time.monotonic() - started, 4)
+        return result
 
     def weights(self, with_critic: bool) -> dict:
         """The full (gathered) weights the engines load: the policy, and the critic for
@@ -95,9 +78,11 @@ class LearnerRank:
 
 
 class LearnerGroup:
-    """Handles on the ranks' actors; methods call every rank and return rank 0's answer."""
+    """Handles on the ranks' actors. Every method runs on all ranks with the same arguments
+    (each collective needs every rank) and returns rank 0's answer; the `_ref` methods return
+    rank 0's Ray object reference instead of waiting, for the orchestrator's event loop."""
 
-    def __init__(self, config: TrainConfig, ranks: int, *, num_gpus: float = 0) -> None:
+    def __init__(self, config: TrainConfig, *, ranks: int = 1, num_gpus: float = 0) -> None:
         import ray
 
         actor = ray.remote(num_cpus=0, num_gpus=num_gpus)(LearnerRank)
@@ -106,14 +91,44 @@ class LearnerGroup:
         threads = max(1, (os.cpu_count() or 1) // ranks)
         self.ranks = [actor.remote(payload, rank, ranks, address, threads) for rank in range(ranks)]
 
-    def call(self, method: str, *args):
-        """Refs of `method` on every rank; rank 0's ref first."""
+    def _refs(self, method: str, *args) -> list:
         return [getattr(rank, method).remote(*args) for rank in self.ranks]
 
-    def get(self, method: str, *args):
+    def _get(self, method: str, *args):
         import ray
 
-        return ray.get(self.call(method, *args))[0]
+        return ray.get(self._refs(method, *args))[0]
+
+    # -- asynchronous: the orchestrator waits on these with everything else ------------------
+    def step_ref(self, trajectories: list[Trajectory]):
+        """Start a learner step; a reference to its `StepResult`."""
+        return self._refs("step", trajectories)[0]
+
+    def weights_ref(self, with_critic: bool):
+        """A reference to the full weights the engines load (the critic's too when asked)."""
+        return self._refs("weights", with_critic)[0]
+
+    # -- synchronous --------------------------------------------------------------------------
+    def version(self) -> int:
+        return self._get("version")
+
+    def has_critic(self) -> bool:
+        return self._get("has_critic")
+
+    def set_probes(self, demonstrations: list[Trajectory]) -> None:
+        self._get("set_probes", demonstrations)
+
+    def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
+        return self._get("warm_start", demonstrations, steps, lr)
+
+    def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
+        return self._get("pretrain_critic", trajectories, steps)
+
+    def save(self, directory: str, extra: dict) -> str:
+        return self._get("save", directory, extra)
+
+    def load(self, directory: str) -> dict:
+        return self._get("load", directory)
 
     def kill(self) -> None:
         import ray

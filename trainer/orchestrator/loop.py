@@ -23,17 +23,19 @@ consumes the same trajectories and reaches the same parameters bit for bit.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.build import engine_model
-from trainer.config import TrainConfig
+from trainer.config import OrchestratorConfig, RolloutConfig
 from trainer.orchestrator.learner_group import LearnerGroup
 from trainer.orchestrator.schedule import Batch, EpisodeJob, EpisodeResult, Schedule
-from trainer.orchestrator.worker import EpisodeSettings, RolloutWorker
+from trainer.orchestrator.worker import RolloutWorker
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -54,25 +56,24 @@ class Counters:
     last_step_ended: float = 0.0
 
 
-def episode_settings(config: TrainConfig) -> EpisodeSettings:
-    return EpisodeSettings(
-        max_turns=config.max_turns,
-        max_new_tokens=config.max_new_tokens,
-        max_total_tokens=config.max_total_tokens,
-        max_observation_chars=config.max_observation_chars,
-        temperature=config.temperature,
-        rollout=config.rollout,
-        tree_branches=config.tree_branches,
-        tree_children=config.tree_children,
-        tree_expand_every=config.tree_expand_every,
-        tree_scorer=config.tree_scorer,
-    )
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every rollout worker (and every restarted one) is started with."""
+
+    model: str
+    """The model (name or folder) its engine serves (SAPO on vLLM: an export with the value rows)."""
+    engine: str
+    seed: int
+    sandbox_backend: str
+    rollout: RolloutConfig
+    gpus: float = 0.0
 
 
 class Orchestrator:
     def __init__(
         self,
-        config: TrainConfig,
+        config: OrchestratorConfig,
+        workers: WorkerSpec,
         schedule: Schedule,
         learner: LearnerGroup,
         tasks: list,
@@ -87,14 +88,16 @@ class Orchestrator:
 
         self.ray = ray
         self.config = config
+        self.spec = workers
         self.schedule = schedule
         self.learner = learner
         self.on_step = on_step
         self.save = save
         self.sandbox_factory = sandbox_factory
         self.tasks_ref = ray.put(tasks)  # one copy in the object store for every worker (and restart)
-        self.engine_model = engine_model(config)  # SAPO on vLLM: an export with the value rows
-        self.with_critic = config.rollout == "tree" and config.tree_scorer == "value"
+        self.with_critic = workers.rollout.kind == "tree" and workers.rollout.tree.scorer == "value"
+        self.steps = 0
+        self.checkpoint_every = 0
         self.workers: list = [None] * config.rollout_workers
         self.running: dict = {}  # episode ref -> _Running
         self.learner_ref = None
@@ -108,17 +111,17 @@ class Orchestrator:
 
     # -- workers ------------------------------------------------------------------------------
     def _start_worker(self, index: int) -> None:
-        config = self.config
+        config, spec = self.config, self.spec
         slots = config.episodes_per_worker
-        actor = self.ray.remote(num_cpus=0, num_gpus=config.worker_gpus, max_concurrency=slots + 2)(RolloutWorker)
+        actor = self.ray.remote(num_cpus=0, num_gpus=spec.gpus, max_concurrency=slots + 2)(RolloutWorker)
         self.workers[index] = actor.remote(
             index=index,
-            model=self.engine_model,
-            engine=config.engine,
-            seed=config.seed,
+            model=spec.model,
+            engine=spec.engine,
+            seed=spec.seed,
             tasks=self.tasks_ref,
-            sandbox_backend=config.sandbox_backend,
-            settings=episode_settings(config),
+            sandbox_backend=spec.sandbox_backend,
+            settings=spec.rollout,
             keep_versions=config.max_staleness + 2,
             prefix_cache=not (config.deterministic or config.mode == "sync"),
             sandbox_factory=self.sandbox_factory,
@@ -140,7 +143,7 @@ class Orchestrator:
 
             reap()
         except Exception as exc:  # noqa: BLE001 - reaping is best effort; the run goes on
-            print(f"reaping after a worker restart failed: {exc}")
+            logger.warning("reaping after a worker restart failed: %s", exc)
         self._start_worker(index)
 
     def publish(self, version: int, *, wait: bool = False) -> None:
@@ -149,7 +152,7 @@ class Orchestrator:
         them (and so has started); otherwise a hung worker must not stall the loop, and
         episodes wait for their weights instead."""
         self.version = version
-        self.weights_ref = self.learner.call("weights", self.with_critic)[0]
+        self.weights_ref = self.learner.weights_ref(self.with_critic)
         landed = [worker.set_weights.remote(version, self.weights_ref) for worker in self.workers]
         if wait:
             self.ray.get(landed)
@@ -188,7 +191,7 @@ class Orchestrator:
         self.learner_started = time.monotonic()
         if self.counters.first_step_started is None:
             self.counters.first_step_started = self.learner_started
-        self.learner_ref = self.learner.call("step", batch.trajectories)[0]
+        self.learner_ref = self.learner.step_ref(batch.trajectories)
 
     def _on_result(self, ref) -> None:
         running = self.running.pop(ref)
@@ -196,18 +199,19 @@ class Orchestrator:
             result: EpisodeResult = self.ray.get(ref)
         except self.ray.exceptions.RayActorError as exc:
             self.running[ref] = running  # _restart_worker requeues it with the others
-            print(f"worker {running.worker} died ({type(exc).__name__}); restarting it")
+            logger.warning("worker %d died (%s); restarting it", running.worker, type(exc).__name__)
             self._restart_worker(running.worker)
             return
         outcome = self.schedule.finish(result)
         if result.error:
-            print(f"episode {running.job.job_id} ({running.job.task_id}): {result.error} -> {outcome}")
+            logger.warning("episode %d (%s): %s -> %s", running.job.job_id, running.job.task_id, result.error, outcome)
 
     def _on_learner(self) -> None:
-        record = self.ray.get(self.learner_ref)
+        result = self.ray.get(self.learner_ref)
+        record = result.metrics
         batch = self.learner_batch
         self.learner_ref, self.learner_batch = None, None
-        self.schedule.picker.observe(batch.trajectories, record.pop("advantages"))
+        self.schedule.picker.observe(batch.trajectories, result.advantages)
         self.publish(int(record["version"]))
         self.counters.last_step_ended = time.monotonic()
         self.counters.learner_busy_seconds += self.counters.last_step_ended - self.learner_started
@@ -215,9 +219,7 @@ class Orchestrator:
         if self.on_step:
             self.on_step(record, batch)
         step = self.schedule.steps_done
-        if self.save and (
-            step == self.config.steps or (self.config.checkpoint_every and step % self.config.checkpoint_every == 0)
-        ):
+        if self.save and (step == self.steps or (self.checkpoint_every and step % self.checkpoint_every == 0)):
             self._drain_older_pins()
             self.save(step)
 
@@ -226,9 +228,12 @@ class Orchestrator:
         for running in list(self.running.values()):
             if running.deadline < now and running in self.running.values():
                 self.counters.hung_episodes += 1
-                print(
-                    f"episode {running.job.job_id} ({running.job.task_id}) on worker {running.worker} passed "
-                    f"episode_timeout_s={self.config.episode_timeout_s}: restarting the worker"
+                logger.warning(
+                    "episode %d (%s) on worker %d passed orchestrator.episode_timeout_s=%s: restarting the worker",
+                    running.job.job_id,
+                    running.job.task_id,
+                    running.worker,
+                    self.config.episode_timeout_s,
                 )
                 self._restart_worker(running.worker, culprit=running.job.job_id)
 
@@ -255,8 +260,10 @@ class Orchestrator:
             self._dispatch()
             self._wait()
 
-    def run(self, steps: int) -> None:
-        """Run until the schedule has completed `steps` learner steps."""
+    def run(self, steps: int, checkpoint_every: int = 0) -> None:
+        """Run until the schedule has completed `steps` learner steps, calling `save` after
+        every `checkpoint_every`-th step (0: none) and after the last."""
+        self.steps, self.checkpoint_every = steps, checkpoint_every
         while self.schedule.steps_done < steps:
             self._dispatch()
             self._maybe_step()
@@ -283,7 +290,7 @@ class Orchestrator:
                 free[index] += 1
                 result = self.ray.get(ref)
                 if result.error:
-                    print(f"episode {job.job_id} ({job.task_id}) left out: {result.error}")
+                    logger.warning("episode %d (%s) left out: %s", job.job_id, job.task_id, result.error)
                 results.extend(result.trajectories)
         return results
 

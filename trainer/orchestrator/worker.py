@@ -18,25 +18,9 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
 
+from trainer.config import RolloutConfig
 from trainer.orchestrator.schedule import EpisodeJob, EpisodeResult
-
-
-@dataclass(frozen=True)
-class EpisodeSettings:
-    """How episodes are played (plain values; built from the run's config)."""
-
-    max_turns: int = 3
-    max_new_tokens: int = 48
-    max_total_tokens: int = 2048
-    max_observation_chars: int = 2000
-    temperature: float = 1.0
-    rollout: str = "linear"
-    tree_branches: int = 4
-    tree_children: int = 2
-    tree_expand_every: int = 2
-    tree_scorer: str = "value"
 
 
 class RolloutWorker:
@@ -49,7 +33,7 @@ class RolloutWorker:
         seed: int,
         tasks: list,
         sandbox_backend: str,
-        settings: EpisodeSettings,
+        settings: RolloutConfig,
         keep_versions: int = 2,
         prefix_cache: bool = True,
         sandbox_factory=None,
@@ -141,11 +125,11 @@ class RolloutWorker:
         )
         engine = _TurnEngine(self, job.version)
         try:
-            if s.rollout == "tree":
+            if s.kind == "tree":
                 trajectories, _ = run_tree(
                     env, engine, self.chat, self._scorer(engine, job.version), tree_id=str(job.job_id),
                     max_new_tokens=s.max_new_tokens, max_episode_tokens=s.max_total_tokens,
-                    expand_every=s.tree_expand_every, children=s.tree_children, max_branches=s.tree_branches,
+                    expand_every=s.tree.expand_every, children=s.tree.children, max_branches=s.tree.branches,
                     temperature=s.temperature, seed=job.seed,
                 )  # fmt: skip
             else:
@@ -169,9 +153,9 @@ class RolloutWorker:
     def _scorer(self, engine, pinned: int | None):
         from trainer.inference.rollout import HeuristicScorer, JudgeScorer, ValueScorer
 
-        if self.settings.tree_scorer == "heuristic":
+        if self.settings.tree.scorer == "heuristic":
             return HeuristicScorer()
-        if self.settings.tree_scorer == "judge":
+        if self.settings.tree.scorer == "judge":
             return JudgeScorer(engine, self.chat)
         return ValueScorer(lambda sequences: self._values(sequences, pinned))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent_env import ToolEnv
 from trainer.inference.engines.base import Engine
 from trainer.inference.rollout.chat import ChatFormat
+from trainer.inference.rollout.turns import finish_trajectory, play_turn
 from trainer.inference.trajectory import Trajectory
 
 
@@ -19,42 +20,27 @@ def run_episode(
     seed: int | None = None,
 ) -> Trajectory:
     """Play one episode; the env is closed afterwards. Infrastructure errors (sandbox,
-    grading) propagate: a broken episode is the caller's to retry, never a reward of 0."""
+    grading) propagate: a broken episode is the caller's to retry, never a reward of 0.
+    Turn `n` samples with seed `seed * 1000 + n`, so a seeded episode is reproducible."""
     try:
         observation, info = env.reset(seed=seed)
         trajectory = Trajectory(task_id=env.task.id)
         trajectory.extend(chat.prompt_ids(info["system_prompt"], observation, info["tools"]), policy=False)
         turn = 0
         while True:
-            budget = min(max_new_tokens, max_total_tokens - len(trajectory))
-            if budget <= 0:
-                reward, end_info = env.truncate("token_limit")
-                trajectory.reward, trajectory.truncated = reward, True
-                break
-            generation = engine.generate(
-                [trajectory.token_ids],
-                max_new_tokens=budget,
+            played = play_turn(
+                env,
+                engine,
+                chat,
+                trajectory,
+                max_new_tokens=max_new_tokens,
+                max_total_tokens=max_total_tokens,
                 temperature=temperature,
-                stop_token_ids=(chat.end_id,),
                 seed=None if seed is None else seed * 1000 + turn,
-            )[0]
-            trajectory.extend(
-                generation.token_ids, policy=True, logprobs=generation.logprobs, version=generation.version
             )
-            observation, reward, terminated, truncated, end_info = env.step(chat.decode(generation.token_ids))
             turn += 1
-            if terminated or truncated:
-                trajectory.reward, trajectory.terminated, trajectory.truncated = reward, terminated, truncated
-                break
-            trajectory.extend(
-                chat.observation_ids(observation, turn_closed=generation.finish_reason == "stop"), policy=False
-            )
-        trajectory.turns = env.stats.turns
-        trajectory.format_errors = env.stats.format_errors
-        trajectory.resolved = bool(end_info.get("resolved", False))
-        trajectory.end = end_info.get("end")
-        trajectory.patch = end_info.get("patch", "")
-        trajectory.reward_hack_blocked = list(end_info.get("reward_hack_blocked", ()))
-        return trajectory
+            if played.outcome is not None:
+                finish_trajectory(trajectory, env, played.outcome)
+                return trajectory
     finally:
         env.close()

@@ -12,6 +12,13 @@ Scores only allocate budget; they never enter a reward or a loss. Budgets are ha
 at most `max_branches` branches are ever created, and the tree's unique tokens (shared
 prefixes counted once) never pass `max_total_tokens` (branches are ended when it is met).
 
+Each branch plays exactly the turn a linear episode plays (`turns.play_turn`), so a branch
+is the episode `run_episode` would give for the same sampled tokens. The tree departs from a
+linear episode in three places only: each branch's turns are seeded by branch
+(`crc32("<seed>/<branch>/<turn>")`) so siblings diverge after a fork; every turn also spends
+the tree's shared budget, and a branch whose next observation would pass it ends
+(`tree_token_limit`); and trajectories record their branch fields.
+
 Every trajectory is a complete linear episode (root prompt to its end), records its
 `parent` branch and `branch_token` (the index where it left its parent), and is tagged with
 the tree's id as its `group_id`, so GRPO treats a tree as a group and SAO treats siblings
@@ -34,6 +41,7 @@ from typing import Protocol
 from agent_env import ToolEnv
 from trainer.inference.engines.base import Engine
 from trainer.inference.rollout.chat import ChatFormat
+from trainer.inference.rollout.turns import Outcome, end_early, finish_trajectory, play_turn
 from trainer.inference.trajectory import Trajectory
 
 
@@ -159,54 +167,35 @@ def run_tree(
     pruned = 0
     turn = 0
 
-    def finish(branch: Branch, reward: float, end_info: dict, *, terminated: bool, truncated: bool) -> None:
+    def finish(branch: Branch, outcome: Outcome) -> None:
         branch.done = True
+        finish_trajectory(branch.trajectory, branch.env, outcome)
         t = branch.trajectory
-        t.reward, t.terminated, t.truncated = reward, terminated, truncated
-        t.turns = branch.env.stats.turns
-        t.format_errors = branch.env.stats.format_errors
-        t.resolved = bool(end_info.get("resolved", False))
-        t.end = end_info.get("end")
-        t.patch = end_info.get("patch", "")
-        t.reward_hack_blocked = list(end_info.get("reward_hack_blocked", ()))
         t.branch_id, t.parent, t.branch_token = branch.id, branch.parent, branch.branch_token
         branch.env.close()
-
-    def cut(branch: Branch, reason: str) -> None:
-        reward, end_info = branch.env.truncate(reason)
-        finish(branch, reward, end_info, terminated=False, truncated=True)
 
     try:
         while any(not b.done for b in branches):
             for branch in [b for b in branches if not b.done]:
-                budget = min(max_new_tokens, max_episode_tokens - len(branch.trajectory), max_total_tokens - unique)
-                if budget <= 0:
-                    cut(branch, "token_limit")
-                    continue
-                generation = engine.generate(
-                    [branch.trajectory.token_ids],
-                    max_new_tokens=budget,
+                # The turn a linear episode plays, with PATR's shared tree budget on top and
+                # a seed per branch, so siblings sample differently after a fork.
+                played = play_turn(
+                    branch.env,
+                    engine,
+                    chat,
+                    branch.trajectory,
+                    max_new_tokens=max_new_tokens,
+                    max_total_tokens=max_episode_tokens,
                     temperature=temperature,
-                    stop_token_ids=(chat.end_id,),
                     seed=None if seed is None else zlib.crc32(f"{seed}/{branch.id}/{turn}".encode()),
-                )[0]
-                branch.trajectory.extend(
-                    generation.token_ids, policy=True, logprobs=generation.logprobs, version=generation.version
+                    tree_room=max_total_tokens - unique,
                 )
-                unique += len(generation.token_ids)
-                action = chat.decode(generation.token_ids)
-                observation, reward, terminated, truncated, end_info = branch.env.step(action)
-                branch.actions.append(action)
-                branch.observations.append(observation)
-                if terminated or truncated:
-                    finish(branch, reward, end_info, terminated=terminated, truncated=truncated)
-                    continue
-                ids = chat.observation_ids(observation, turn_closed=generation.finish_reason == "stop")
-                if unique + len(ids) > max_total_tokens:
-                    cut(branch, "tree_token_limit")
-                    continue
-                branch.trajectory.extend(ids, policy=False)
-                unique += len(ids)
+                unique += played.new_tokens
+                if played.action is not None:
+                    branch.actions.append(played.action)
+                    branch.observations.append(played.observation)
+                if played.outcome is not None:
+                    finish(branch, played.outcome)
             turn += 1
             active = [b for b in branches if not b.done]
             if not active or turn % expand_every:
@@ -215,7 +204,7 @@ def run_tree(
             for branch in active:
                 reason = is_degenerate(branch)
                 if reason:
-                    cut(branch, f"pruned:{reason}")
+                    finish(branch, end_early(branch.env, f"pruned:{reason}"))
                     branch.trajectory.pruned = True
                     pruned += 1
             active = [b for b in branches if not b.done]
@@ -225,7 +214,7 @@ def run_tree(
             ranked = sorted(zip(scores, range(len(active)), active, strict=True), key=lambda x: (-x[0], x[1]))
             for score, _, branch in ranked:
                 if score < prune_below and len(active) > 1:
-                    cut(branch, "pruned:low_score")
+                    finish(branch, end_early(branch.env, "pruned:low_score"))
                     branch.trajectory.pruned = True
                     pruned += 1
                     active.remove(branch)

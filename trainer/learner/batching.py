@@ -1,0 +1,147 @@
+"""Micro-batches for the learner: packing, padding, each rank's share and each loss's weight.
+
+Launched by `torchrun`, each rank takes every world-size-th trajectory of a batch. On each
+rank, trajectories are packed into micro-batches by a token budget (longest first) and
+gradients accumulate over them; every micro-batch's loss is weighted (`loss_weight`) so the
+sum over micro-batches and ranks is exactly the loss over the whole global batch. Ranks run
+the same number of micro-batches (padding with empty ones) because each FSDP forward is a
+collective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from trainer import distributed
+from trainer.inference.trajectory import Trajectory
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """Trajectories trained on together, as right-padded [B, T] tensors (`padded_batch`)."""
+
+    indices: list[int]
+    """Each row's position in the step's list of trajectories (empty: a padding batch)."""
+    trajectories: list[Trajectory]
+    tensors: dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Global counts (all ranks) the losses average over."""
+
+    tokens: float
+    """Policy tokens."""
+    sequences: float
+    """Sequences with at least one policy token."""
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """This rank's micro-batches of one step and the global totals."""
+
+    micro_batches: list[MicroBatch]
+    totals: Totals
+    horizon: int | None = None
+    """Dr.GRPO's constant divisor for `sequence_sum_norm`: the longest sequence of the
+    whole batch (all ranks) minus one; None for the other aggregations."""
+
+
+def pack_by_tokens(lengths: list[int], budget: int) -> list[list[int]]:
+    """Group sequence indices into micro-batches whose padded size (longest x count) fits
+    `budget` tokens, longest first. A sequence longer than the budget gets its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for index in order:
+        if batches and lengths[batches[-1][0]] * (len(batches[-1]) + 1) <= budget:
+            batches[-1].append(index)
+        else:
+            batches.append([index])
+    return batches
+
+
+def padded_batch(
+    trajectories: list[Trajectory], pad_id: int, device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
+    """Right-padded [B, T] tensors; per-token fields are shifted to align with targets."""
+    length = max(len(t) for t in trajectories)
+    size = len(trajectories)
+    input_ids = torch.full((size, length), pad_id, dtype=torch.long)
+    attention = torch.zeros((size, length), dtype=torch.long)
+    policy = torch.zeros((size, length), dtype=torch.bool)
+    rollout_logp = torch.zeros((size, length), dtype=torch.float32)
+    for row, traj in enumerate(trajectories):
+        n = len(traj)
+        input_ids[row, :n] = torch.tensor(traj.token_ids)
+        attention[row, :n] = 1
+        policy[row, :n] = torch.tensor(traj.policy_mask)
+        rollout_logp[row, :n] = torch.tensor(traj.logprobs)
+    batch = {
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        # Token t+1 is predicted at position t: everything below is indexed by target.
+        "policy_mask": policy[:, 1:],
+        "rollout_logp": rollout_logp[:, 1:],
+    }
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def empty_batch(pad_id: int, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+    """A two-token micro-batch with no policy token: keeps ranks' collectives in step."""
+    return {
+        "input_ids": torch.full((1, 2), pad_id, dtype=torch.long, device=device),
+        "attention_mask": torch.ones((1, 2), dtype=torch.long, device=device),
+        "policy_mask": torch.zeros((1, 1), dtype=torch.bool, device=device),
+        "rollout_logp": torch.zeros((1, 1), device=device),
+    }
+
+
+def rank_share(count: int) -> list[int]:
+    """Indices of this rank's trajectories among `count`: every world-size-th one."""
+    return list(range(count))[distributed.rank() :: distributed.world_size()]
+
+
+def prepare(
+    trajectories: list[Trajectory],
+    *,
+    pad_id: int,
+    token_budget: int,
+    device: torch.device | str = "cpu",
+    aggregation: str = "token_mean",
+) -> PreparedBatch:
+    """This rank's share, packed by token budget and padded to the ranks' common count,
+    and the global (policy tokens, sequences with policy tokens) the losses average over."""
+    share = rank_share(len(trajectories))
+    local = [trajectories[i] for i in share]
+    micro_batches = []
+    for group in pack_by_tokens([len(t) for t in local], token_budget):
+        rows = [local[i] for i in group]
+        micro_batches.append(MicroBatch([share[i] for i in group], rows, padded_batch(rows, pad_id, device)))
+    count = int(distributed.all_reduce(len(micro_batches), "max"))
+    micro_batches += [MicroBatch([], [], empty_batch(pad_id, device))] * (count - len(micro_batches))
+    totals = Totals(
+        tokens=distributed.all_reduce(sum(t.num_policy_tokens for t in local)),
+        sequences=distributed.all_reduce(sum(1 for t in local if t.num_policy_tokens)),
+    )
+    horizon = None
+    if aggregation == "sequence_sum_norm":  # one horizon for the whole batch
+        horizon = int(distributed.all_reduce(max(len(t) for t in trajectories) - 1, "max"))
+    return PreparedBatch(micro_batches, totals, horizon)
+
+
+def loss_weight(tensors: dict[str, torch.Tensor], totals: Totals, aggregation: str) -> float:
+    """This micro-batch's share of the global loss. FSDP averages gradients over ranks,
+    so shares are scaled by the world size to make the result the global mean."""
+    if aggregation == "token_mean":  # sequence_mean and sequence_sum_norm: per sequence
+        share = float(tensors["policy_mask"].sum()) / max(totals.tokens, 1.0)
+    else:
+        share = float((tensors["policy_mask"].sum(-1) > 0).sum()) / max(totals.sequences, 1.0)
+    return share * distributed.world_size()
+
+
+def token_means(values: torch.Tensor, mask: torch.Tensor) -> list[float]:
+    """Each row's mean of `values` [B, T] over its `mask`ed tokens (0 for a row with none)."""
+    mask = mask.float()
+    return ((values * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).tolist()

@@ -1,0 +1,137 @@
+"""Checkpoints of a learner: written atomically, loadable on any number of ranks.
+
+A checkpoint folder holds `dcp/` (the sharded training state, policy and critic with their
+optimizers, through torch.distributed.checkpoint), `policy/` (the policy as a Hugging Face
+folder, safetensors, that transformers and vLLM load directly) and `state.json` (the
+counters, SAPO's value-token ids, and the caller's `extra`). It is staged in a hidden
+sibling folder and renamed into place: a complete folder appears, or nothing does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from trainer import distributed
+
+if TYPE_CHECKING:
+    from trainer.learner.learner import Learner
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint is missing or unreadable; the message names the folder."""
+
+
+def full_state(model: nn.Module, sharded: bool) -> dict[str, torch.Tensor]:
+    """A model's full (unsharded) weights on CPU; gathered on every rank when `sharded`."""
+    if not sharded:  # the plain module holds the full tensors: a copy is all it takes
+        return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    state = get_model_state_dict(model, options=options)
+    return {k: v.detach().clone() if v.device.type == "cpu" else v.detach().cpu() for k, v in state.items()}
+
+
+def _models(learner: Learner) -> dict[str, tuple[nn.Module, torch.optim.Optimizer]]:
+    models = {"policy": (learner.policy, learner.policy_optimizer)}
+    if learner.critic is not None:
+        models["critic"] = (learner.critic, learner.critic_optimizer)
+    return models
+
+
+def _training_state(learner: Learner) -> dict:
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    state = {}
+    for name, (model, optimizer) in _models(learner).items():
+        state[name], state[f"{name}_optim"] = get_state_dict(model, optimizer)
+    return state
+
+
+def _publish(staging: Path, directory: Path) -> None:
+    """Move a complete `staging` folder to `directory`, replacing an older one."""
+    if directory.exists():
+        trash = directory.parent / f".{directory.name}.old"
+        shutil.rmtree(trash, ignore_errors=True)
+        os.replace(directory, trash)
+        os.replace(staging, directory)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(staging, directory)
+
+
+def save(learner: Learner, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
+    """Write `learner`'s checkpoint to `directory` atomically (every rank calls this)."""
+    import torch.distributed.checkpoint as dcp
+
+    directory = Path(directory)
+    staging = directory.parent / f".{directory.name}.partial"
+    if distributed.rank() == 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+    distributed.barrier()
+    with warnings.catch_warnings():  # single-process saves are intended, not a mistake
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.save(_training_state(learner), checkpoint_id=str(staging / "dcp"))
+    full = learner.full_policy_state()
+    if distributed.rank() == 0:
+        # A plain copy writes the export: a sharded module's own save_pretrained would
+        # reach for its sharded parameters.
+        from transformers import AutoModelForCausalLM
+
+        plain = AutoModelForCausalLM.from_config(learner.policy.config)
+        plain.load_state_dict(full)
+        plain.save_pretrained(staging / "policy", safe_serialization=True)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(staging / "policy")
+        state = {"version": learner.version, "skipped_steps": learner.skipped_steps}
+        if learner.value_token_ids is not None:  # a resumed run must read values from the same rows
+            state["value_token_ids"] = list(learner.value_token_ids)
+        state.update(extra or {})
+        (staging / "state.json").write_text(json.dumps(state, indent=2))
+        _publish(staging, directory)
+    distributed.barrier()
+    return directory
+
+
+def load(learner: Learner, directory: str | Path) -> dict:
+    """Restore `learner`'s weights, optimizers and counters from `save`; returns `state.json`."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    # DCP reports read failures as CheckpointException, a BaseException.
+    failures = (Exception, dcp.CheckpointException)
+    directory = Path(directory)
+    try:
+        state = json.loads((directory / "state.json").read_text())
+    except failures as exc:
+        raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
+    saved_ids = tuple(state["value_token_ids"]) if state.get("value_token_ids") else None
+    if saved_ids != learner.value_token_ids:
+        raise CheckpointError(
+            f"checkpoint {directory} reads values from tokens {saved_ids} (None: no SAPO value tokens), "
+            f"this learner ({learner.algorithm.name}) from {learner.value_token_ids}: "
+            "resume with the same algorithm and model"
+        )
+    try:
+        training = _training_state(learner)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(training, checkpoint_id=str(directory / "dcp"))
+        for name, (model, optimizer) in _models(learner).items():
+            set_state_dict(
+                model, optimizer, model_state_dict=training[name], optim_state_dict=training[f"{name}_optim"]
+            )
+    except failures as exc:  # a torn or foreign checkpoint: say which one
+        raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
+    learner.version = int(state["version"])
+    learner.skipped_steps = int(state.get("skipped_steps", 0))
+    return state

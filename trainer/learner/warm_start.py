@@ -1,0 +1,59 @@
+"""Supervised warm start on demonstrations, and the critic restarted from the result.
+
+A random policy solves nothing, and RL on all-zero rewards has nothing to learn from: the
+warm start fits the demonstrations' policy tokens (e.g. gold trajectories) by
+cross-entropy, averaged over every demonstrated token (`token_mean`, whatever the RL
+objective's aggregation), with an AdamW of its own so RL starts from fresh optimizer
+state. SAO (arXiv 2607.07508) initialises the critic from the fine-tuned policy, so after
+a warm start the critic's backbone is copied from the policy's decoder.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from trainer import distributed
+from trainer.inference.trajectory import Trajectory
+from trainer.learner.batching import loss_weight, prepare
+from trainer.learner.logprobs import token_logprobs
+
+if TYPE_CHECKING:
+    from trainer.learner.learner import Learner
+
+
+def supervised_steps(learner: Learner, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
+    """`steps` cross-entropy updates of the policy on `demonstrations`; the loss of each."""
+    optimizer = torch.optim.AdamW([p for p in learner.policy.parameters() if p.requires_grad], lr=lr)
+    batch = prepare(
+        demonstrations, pad_id=learner.pad_id, token_budget=learner.optim.token_budget, device=learner.device
+    )
+    losses = []
+    for _ in range(steps):
+        total, finite = 0.0, True
+        for micro in batch.micro_batches:
+            tensors = micro.tensors
+            logp = token_logprobs(
+                learner.policy, tensors["input_ids"], tensors["attention_mask"], learner.temperature, learner.banned
+            )
+            mask = tensors["policy_mask"].float()
+            loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+            weight = loss_weight(tensors, batch.totals, "token_mean")  # every demonstrated token counts
+            (loss * weight).backward()
+            finite = finite and bool(torch.isfinite(loss))
+            total += float(loss.detach()) * weight / distributed.world_size()
+        learner.apply(learner.policy, optimizer, finite)
+        losses.append(distributed.all_reduce(total))
+    return losses
+
+
+@torch.no_grad()
+def copy_backbone(policy: nn.Module, critic: nn.Module) -> None:
+    """Overwrite the critic's backbone with the policy's decoder weights (the value head keeps
+    its own). Sharded modules are copied shard by shard (same layout)."""
+    decoder = policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model
+    source = dict(decoder.named_parameters())
+    for name, parameter in critic.backbone.named_parameters():
+        parameter.copy_(source[name])

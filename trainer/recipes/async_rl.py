@@ -1,0 +1,341 @@
+"""The asynchronous RL recipe behind `make train-swe`, in torchtune's shape: a class whose
+methods are the phases of a run, called in order by `trainer.train.train`:
+
+    recipe = AsyncRLRecipe(config)
+    recipe.setup()         # run folder, tasks, Ray, learner group, resume, schedule, workers
+    recipe.warm_start()    # supervised start on gold trajectories, critic pre-training
+    recipe.evaluate("eval_before")
+    recipe.run()           # RL: the orchestrator's loop, checkpoints via `save`
+    recipe.evaluate("eval_after")
+    recipe.close()         # workers, learner, Ray, metrics, the plot
+
+Rollout workers (Ray actors, each with its own inference engine and a few episode slots) play
+episodes of the tasks in sandboxes; each finished episode is graded by the task's hidden tests
+and streams to the learner (a group of Ray actors, one per FSDP2 rank). The learner makes one
+update as soon as a batch is ready, and its weights are published to the workers with a
+version number while episodes keep running (`orchestrator.mode: async`, with
+`orchestrator.max_staleness` bounding how old a consumed token may be). `mode: sync` is the
+baseline: generate a whole batch, then train.
+
+Where this departs from SAO (arXiv 2607.07508): on CPU the rollout engines are transformers
+models that generate one turn at a time; tokens produced across a weight update carry each
+version, and the learner's importance ratios use the logprobs recorded at generation time, as
+the paper prescribes. Episodes that fail for infrastructure reasons are retried and, after
+`orchestrator.max_attempts`, dropped and counted, never scored 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import yaml
+
+from tasks import Task
+from trainer.config import TrainConfig
+from trainer.metrics import MetricsWriter, plot, step_record
+
+logger = logging.getLogger(__name__)
+
+EVAL_SEED = 1_000_000
+"""Evaluation episodes draw seeds from here on: no training episode uses them."""
+
+
+class AsyncRLRecipe:
+    def __init__(self, config: TrainConfig, *, sandbox_factory=None) -> None:
+        """`sandbox_factory` replaces the configured backend's (tests inject failing sandboxes)."""
+        self.config = config
+        self.sandbox_factory = sandbox_factory
+        self.run_dir = Path(config.run.output_dir) / config.run.name
+        self.checkpoint: Path | None = None
+        self.resumed: dict = {}
+        self.summary: dict = {}
+        self.learner = self.orchestrator = self.metrics = self.schedule = self.pac = None
+        self.demonstrations: list = []
+        self._started_ray = False
+        self._progress = None
+        self._last = {"time": time.monotonic(), "infra": 0}
+
+    # -- setup ----------------------------------------------------------------------------------
+    def setup(self) -> None:
+        """Everything before the first episode: the run folder, the tasks (environments built
+        when needed), Ray, the learner group (resumed when asked), the schedule and workers."""
+        from trainer.build import engine_model
+        from trainer.build import sandbox_factory as backend_factory
+        from trainer.orchestrator.learner_group import LearnerGroup
+        from trainer.orchestrator.loop import Orchestrator, WorkerSpec, latest_checkpoint, start_ray
+
+        config = self.config
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+        tasks = load_tasks(config)
+        self.tasks = tasks
+        resume = latest_checkpoint(self.run_dir) if config.run.resume == "auto" else config.run.resume
+        self.factory = self.sandbox_factory or backend_factory(config.tasks.sandbox_backend)
+        placement, orchestration = config.placement, config.orchestrator
+        logger.info("starting Ray: %d rollout workers, %d learner rank(s)", orchestration.rollout_workers,
+                    placement.learner_ranks)  # fmt: skip
+        self._started_ray = start_ray(
+            placement.ray_address, workers=orchestration.rollout_workers + placement.learner_ranks
+        )
+        logger.info("loading the learner (%s on %s)", config.algorithm.name, config.model.name)
+        self.learner = LearnerGroup(config, ranks=placement.learner_ranks, num_gpus=placement.learner_gpus)
+        if resume:
+            self.resumed = self.learner.load(str(resume))
+        self.schedule, self.pac = build_schedule(config, tasks)
+        if self.resumed:
+            self.schedule.load_state_dict(self.resumed["schedule"])
+            _truncate_metrics(self.run_dir / "metrics.jsonl", self.schedule.steps_done)
+            self.summary = _read_summary(self.run_dir / "summary.json")
+            logger.info("resumed from %s: step %d, version %d", resume, self.schedule.steps_done,
+                        self.resumed["version"])  # fmt: skip
+        workers = WorkerSpec(
+            model=engine_model(config),
+            engine=config.model.engine,
+            seed=config.run.seed,
+            sandbox_backend=config.tasks.sandbox_backend,
+            rollout=config.rollout,
+            gpus=placement.worker_gpus,
+        )
+        self.metrics = MetricsWriter(self.run_dir)
+        self.orchestrator = Orchestrator(
+            orchestration, workers, self.schedule, self.learner, tasks,
+            sandbox_factory=self.sandbox_factory, on_step=self._on_step, save=self.save,
+        )  # fmt: skip
+        logger.info("starting %d rollout workers (loading the model in each)", orchestration.rollout_workers)
+        self.orchestrator.publish(self.learner.version(), wait=True)  # every worker is up
+
+    # -- warm start -----------------------------------------------------------------------------
+    def warm_start(self) -> None:
+        """Supervised steps on gold trajectories, then critic pre-training on one batch of
+        episodes; both skipped on a resumed run (its checkpoint has them)."""
+        config = self.config.warm_start
+        if config.steps:
+            logger.info("playing the gold trajectories of %d tasks", len(self.tasks))
+            self.demonstrations = demonstrations(self.tasks, self.config, self.factory)
+            if self.demonstrations:  # each step then reports the probability of the gold actions
+                self.learner.set_probes(self.demonstrations)
+        if config.steps and not self.resumed:
+            logger.info("warm start: %d supervised steps on %d gold trajectories", config.steps,
+                        len(self.demonstrations))  # fmt: skip
+            losses = self.learner.warm_start(self.demonstrations, config.steps, config.lr)
+            solved = sum(t.reward for t in self.demonstrations)
+            logger.info("warm start on %d gold trajectories (%.0f resolved): loss %.3f -> %.4f in %d steps",
+                        len(self.demonstrations), solved, losses[0], losses[-1], len(losses))  # fmt: skip
+            self.orchestrator.publish(self.learner.version(), wait=True)
+        if config.critic_pretrain_steps and not self.resumed and self.learner.has_critic():
+            # One batch's worth of episodes, cycling over the tasks (a single task still gets
+            # `episodes_per_step` rollouts: the value of one outcome is no baseline).
+            from trainer.orchestrator.schedule import EpisodeJob
+
+            count = self.config.orchestrator.episodes_per_step * self.config.algorithm.group_size
+            picks = [self.tasks[i % len(self.tasks)] for i in range(count)]
+            jobs = [
+                EpisodeJob(job_id=-1 - i, group=-1 - i, task_id=t.id, family=t.family, seed=-1 - i, batch=-1)
+                for i, t in enumerate(picks)
+            ]
+            logger.info("critic pre-training: playing %d episodes", len(jobs))
+            losses = self.learner.pretrain_critic(self.orchestrator.play(jobs), config.critic_pretrain_steps)
+            logger.info("critic pre-training: value loss %.4f -> %.4f in %d steps", losses[0], losses[-1],
+                        len(losses))  # fmt: skip
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def evaluate(self, key: str) -> dict | None:
+        """Success of `evaluation.episodes` episodes (the tasks in turn, fixed seeds) with the
+        newest weights, stored in `summary.json` under `key`. `eval_before` is skipped on a
+        resumed run (the first run measured it)."""
+        episodes = self.config.evaluation.episodes
+        if not episodes or (key == "eval_before" and self.resumed):
+            return None
+        from trainer.orchestrator.schedule import EpisodeJob
+
+        self.orchestrator.publish(self.learner.version(), wait=True)  # the newest weights everywhere
+        jobs = [
+            EpisodeJob(
+                job_id=-EVAL_SEED - i, group=-EVAL_SEED - i, task_id=t.id, family=t.family, seed=EVAL_SEED + i, batch=-1
+            )
+            for i, t in enumerate(self.tasks[i % len(self.tasks)] for i in range(episodes))
+        ]
+        logger.info("evaluating: %d episodes on fixed seeds", len(jobs))
+        result = success_summary(self.orchestrator.play(jobs))
+        self.summary[key] = result
+        logger.info("evaluation %s RL: %s", "before" if key == "eval_before" else "after", describe(result))
+        _write_summary(self.run_dir / "summary.json", self.summary)  # kept by a resumed run
+        return result
+
+    # -- RL -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        """RL until `run.steps` learner steps are done, with a checkpoint every
+        `run.checkpoint_every` steps and after the last."""
+        from tqdm import tqdm
+
+        steps = self.config.run.steps
+        self._progress = tqdm(total=steps, initial=self.schedule.steps_done, desc="train-swe", unit="step")
+        self._last = {"time": time.monotonic(), "infra": self._infra()}
+        if steps == 0:
+            self.save(0)  # the warm-started weights, for other runs to start from
+        self.orchestrator.run(steps, self.config.run.checkpoint_every)
+        self._progress.close()
+
+    def save(self, step: int) -> Path:
+        """A checkpoint of the learner and the schedule (and the curriculum) at `step`."""
+        extra = {"step": step, "schedule": self.schedule.state_dict()}
+        if self.pac is not None:
+            extra["curriculum"] = self.pac.state_dict()
+        folder = self.run_dir / "checkpoints" / f"step_{step:06d}"
+        self.checkpoint = Path(self.learner.save(str(folder), extra))
+        return self.checkpoint
+
+    def close(self) -> None:
+        """Stop workers and learner, shut Ray down if this recipe started it, close metrics
+        and draw the plot. Safe to call after a failure in any phase."""
+        if self.orchestrator is not None:
+            self.orchestrator.shutdown()
+        elif self.learner is not None:
+            self.learner.kill()
+        if self.metrics is not None:
+            self.metrics.close()
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+        if self._progress is not None:
+            self._progress.close()
+        if (self.run_dir / "metrics.jsonl").exists():
+            chart = plot(self.run_dir / "metrics.jsonl", self.run_dir / "metrics.png")
+            logger.info("run folder: %s  metrics: %s (+ tensorboard/, %s)  checkpoint: %s", self.run_dir,
+                        self.run_dir / "metrics.jsonl", chart.name, self.checkpoint)  # fmt: skip
+
+    def __enter__(self) -> AsyncRLRecipe:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- per step -------------------------------------------------------------------------------
+    def _infra(self) -> int:
+        return self.schedule.counters["infra_retries"] + self.schedule.counters["infra_dropped"]
+
+    def _on_step(self, record: dict, batch) -> None:
+        now = time.monotonic()
+        infra = self._infra()
+        out = step_record(
+            step=self.schedule.steps_done,
+            learner=record,
+            batch=batch,
+            seconds=now - self._last["time"],
+            infra_errors=infra - self._last["infra"],  # failures since the previous step
+            schedule_counters=self.schedule.counters,
+            orchestrator=self.orchestrator,
+        )
+        if self.pac is not None:
+            out["curriculum"] = {f: round(self.pac.posterior(f)[0], 4) for f in self.pac.families}
+        self._last = {"time": now, "infra": infra}
+        self.metrics.write(out)
+        self._progress.update(1)
+        self._progress.set_postfix(
+            reward=f"{out.get('reward_mean', 0.0):.2f}",
+            success=f"{out.get('success_rate', 0.0):.2f}",
+            stale=out.get("staleness_max", 0),
+        )
+
+
+# -- the phases' pieces, as plain functions --------------------------------------------------------
+def load_tasks(config: TrainConfig) -> list[Task]:
+    """The configured tasks that can run on this machine (environments built when needed);
+    each one left out is named with the reason."""
+    from agent_env import needs_environment, prepare_environments
+    from tasks import load_task_set
+
+    tasks = load_task_set(config.tasks.source, config.tasks.ids or None, repo_cache=config.tasks.repo_cache)
+    if any(needs_environment(t) for t in tasks):  # SWE-bench rows from a repo cache: pip-built envs
+        tasks = prepare_environments(tasks, config.tasks.sandbox_backend)
+    usable = [t for t in tasks if t.workspace is not None and not t.unavailable]
+    for task in tasks:
+        if task not in usable:
+            logger.warning("task %s left out: %s", task.id, task.unavailable or "no workspace")
+    if not usable:
+        reasons = sorted({t.unavailable for t in tasks})
+        raise SystemExit(f"no task can run on this machine: {'; '.join(reasons)}")
+    return usable
+
+
+def build_schedule(config: TrainConfig, tasks: list[Task]):
+    """(schedule, PAC controller or None) for the configured orchestrator and curriculum."""
+    from trainer.algorithms import PACController
+    from trainer.orchestrator.schedule import Schedule, TaskPicker
+
+    orchestration = config.orchestrator
+    pac = PACController(sorted({t.family for t in tasks})) if config.tasks.curriculum == "pac" else None
+    picker = TaskPicker([(t.id, t.family) for t in tasks], seed=config.run.seed, pac=pac)
+    schedule = Schedule(
+        picker,
+        groups_per_batch=orchestration.episodes_per_step,
+        group_size=config.algorithm.group_size,
+        gated=orchestration.mode == "sync" or orchestration.deterministic,
+        max_staleness=0 if orchestration.mode == "sync" else orchestration.max_staleness,
+        staleness_policy=orchestration.staleness_policy,
+        batch_tokens=orchestration.batch_tokens,
+        max_attempts=orchestration.max_attempts,
+        seed=config.run.seed,
+    )
+    return schedule, pac
+
+
+def demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory) -> list:
+    """Gold trajectories: each task's gold patch applied through the agent's own tools."""
+    from agent_env import ToolEnv, gold_actions
+    from trainer.inference.engines.scripted import ScriptedEngine
+    from trainer.inference.models import load_tokenizer
+    from trainer.inference.rollout import ChatFormat, run_episode
+
+    chat = ChatFormat(load_tokenizer(config.model.name))
+    return [
+        run_episode(
+            ToolEnv(task, sandbox_factory=sandbox_factory),
+            ScriptedEngine(gold_actions(task, style=config.warm_start.style), chat.encode, chat.end_id),
+            chat,
+            max_new_tokens=config.rollout.max_total_tokens,
+            max_total_tokens=1 << 20,
+        )
+        for task in tasks
+        if task.gold_patch
+    ]
+
+
+def success_summary(trajectories: list) -> dict:
+    """Episodes, success rate and per-task success of evaluation trajectories."""
+    per_task: dict[str, list[bool]] = {}
+    for trajectory in trajectories:
+        per_task.setdefault(trajectory.task_id, []).append(trajectory.resolved)
+    solved = sum(sum(v) for v in per_task.values())
+    return {
+        "episodes": len(trajectories),  # fewer than asked when infrastructure failed
+        "success_rate": round(solved / max(len(trajectories), 1), 4),
+        "per_task": {k: round(sum(v) / len(v), 4) for k, v in sorted(per_task.items())},
+    }
+
+
+def describe(result: dict) -> str:
+    solved = round(result["success_rate"] * result["episodes"])
+    return f"{solved}/{result['episodes']} episodes resolved ({result['success_rate']:.2f})"
+
+
+def _read_summary(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _write_summary(path: Path, summary: dict) -> None:
+    if "eval_before" in summary and "eval_after" in summary:
+        summary["eval_rise"] = round(summary["eval_after"]["success_rate"] - summary["eval_before"]["success_rate"], 4)
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """A resumed run rewrites the steps after its checkpoint: drop their old records."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    path.write_text("".join(line + "\n" for line in kept))
