@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes import SandboxError, SandboxLimits, SandboxSpec, make_sandbox, reaper
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,16 +121,6 @@ def _runs(engine, container_id: str, command: str) -> bool:
     return any(process[-1] == command for process in top.get("Processes") or [])
 
 
-def _wait_until(condition, timeout: float, interval: float = 0.05) -> bool:
-    """Poll `condition` until it holds (True) or `timeout` seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)  # between polls of the condition, not in place of one
-    return True
-
-
 def _exists(engine, container_id: str) -> bool:
     return bool(engine.containers.list(all=True, filters={"id": container_id}))
 
@@ -138,7 +129,7 @@ def test_reaper_removes_containers_of_a_killed_owner(engine):
     owner = _owner_process("sb.exec('sleep 300', timeout=600)\n")
     container_id = owner.stdout.readline().strip()
     # Mid-command: the supervisor is busy and will not notice its owner go.
-    assert _wait_until(lambda: _runs(engine, container_id, "sleep 300"), timeout=30), "the command never started"
+    wait_until(lambda: _runs(engine, container_id, "sleep 300"), time.monotonic() + 30, "the command to start")
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     assert _exists(engine, container_id)

@@ -13,7 +13,7 @@ import pytest
 
 from sandboxes import SandboxError, SandboxLimits, SandboxSpec, local, make_sandbox, reaper
 from sandboxes.local import LocalSandbox, default_layout
-from tests.conftest import needs_bwrap
+from tests.conftest import needs_bwrap, wait_until
 from tests.sandboxes.conftest import wait_for_pid_exit
 
 pytestmark = needs_bwrap
@@ -179,21 +179,16 @@ def test_sandbox_dies_with_its_owner(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path.cwd())
     bwrap_pid = int(owner.stdout.readline())
     # Killed mid-command: once the command's `sleep 100` runs in the sandbox.
-    assert _wait_until(lambda: _descendant_running(bwrap_pid, b"sleep\x00100\x00"), timeout=10)
+    wait_until(
+        lambda: _descendant_running(bwrap_pid, b"sleep\x00100\x00"),
+        time.monotonic() + 10,
+        "the command to start",
+        interval=0.01,
+    )
     owner.kill()
     owner.wait()
     assert wait_for_pid_exit(bwrap_pid, timeout=5), "the sandbox outlived its owner"
     assert reaper.reap_local() >= 1  # its directory is an orphan now
-
-
-def _wait_until(condition, timeout: float, interval: float = 0.01) -> bool:
-    """Poll `condition` until it holds (True) or `timeout` seconds pass (False)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(interval)  # between polls of the condition, not in place of one
-    return True
 
 
 def _descendant_running(ancestor: int, cmdline: bytes) -> bool:
