@@ -13,7 +13,7 @@ OUTPUT ?= runs/eval-swe
 WORKERS ?= 1
 ARGS ?=
 
-.PHONY: setup test lint train-swe eval-swe bench gpu-check clean
+.PHONY: setup test lint train-swe train-swe-quick eval-swe bench gpu-check clean
 .PHONY: sandbox-image reap
 
 setup: $(STAMP)
@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[dev,docker,swebench]"
+	$(PY) -m pip install -q -e ".[dev,docker,swebench,tracking]"
 	@touch $(STAMP)
 
 lint: setup
@@ -36,6 +36,10 @@ test: setup lint
 
 train-swe: setup
 	$(PY) -m trainer.train $(CONFIG) $(ARGS)
+
+# The whole loop of train-swe in miniature (warm start, RL, evaluation before/after): about 2 minutes.
+train-swe-quick: setup
+	$(PY) -m trainer.train configs/train_swe_quick.yaml $(ARGS)
 
 eval-swe: setup
 	$(PY) -m evals.swe --model $(MODEL) --engine $(ENGINE) --dataset $(DATASET) \

@@ -129,9 +129,19 @@ def main() -> None:
     from sandboxes.console import setup_logging
 
     setup_logging()
-    parser = argparse.ArgumentParser(prog="python -m bench.async")
-    parser.add_argument("--json", type=Path, default=RESULTS / "async.json")
-    parser.add_argument("--steps", type=int, default=12)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.async",
+        description="Asynchronous against synchronous training (the baseline, `orchestrator.mode=sync`) "
+        "at equal numbers of consumed trajectories, one after the other in one run: the tiny model, "
+        "SAO, Ray actors, local sandboxes, 24 generated tasks whose hidden tests sleep for "
+        "heavy-tailed durations (median 1.5 s). Measures the wall time of the RL steps in each "
+        "mode and their ratio (`speedup`, target >= 2.5), the learner's idle fraction (target < "
+        "0.10 in async mode) and the staleness observed. Takes about 10 minutes on 2 cores with "
+        "the default 12 steps per mode.",
+        epilog="example: python -m bench.async --steps 6",
+    )
+    parser.add_argument("--json", type=Path, default=RESULTS / "async.json", help="where to write the figures")
+    parser.add_argument("--steps", type=int, default=12, help="learner steps per mode")
     parser.add_argument("overrides", nargs="*", help="extra key=value settings for both modes")
     args = parser.parse_args()
     import ray

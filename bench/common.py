@@ -17,8 +17,10 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def arguments(name: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}")
+def arguments(name: str, description: str | None = None, example: str | None = None) -> argparse.Namespace:
+    """Parse the common options; `description` is what `--help` says the benchmark measures."""
+    epilog = f"example: {example or f'python -m bench.{name}'}"
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=description, epilog=epilog)
     parser.add_argument("--json", type=Path, default=RESULTS / f"{name}.json", help="where to write the figures")
     return parser.parse_args()
 

@@ -121,7 +121,11 @@ def markdown_comparison(data: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.compare", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.compare",
+        description=__doc__.split("\n")[0],
+        epilog="example: python -m evals.compare runs/eval-before runs/eval-after --output flips.md",
+    )
     parser.add_argument("run_a", type=Path, help="the baseline run folder")
     parser.add_argument("run_b", type=Path, help="the run compared with it")
     parser.add_argument("--output", type=Path, default=None, help="where compare.md/json go (default: RUN_B)")

@@ -34,7 +34,9 @@ import json
 import logging
 import re
 import sys
+import threading
 import time
+import weakref
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -53,7 +55,7 @@ from evals.serve import ModelServer, ServeError, free_port, vllm_command
 from evals.store import RunStore, trajectory_name
 from evals.validate import build_quarantine, needs_rerun, read_quarantine, write_quarantine
 from sandboxes import SandboxError, make_sandbox
-from sandboxes.console import setup_logging
+from sandboxes.console import deferred, interrupted, interrupts, setup_logging
 from tasks import Task, TaskError, load_task_set
 from trainer.inference.engines.base import EngineError
 
@@ -68,6 +70,9 @@ INTEGRITY_RULES = frozenset(
     {"patch_rejected", "incomplete_report", "exit_status_mismatch", "runner_tampered", "grading_crashed_by_patch"}
 )
 PENDING = "pending_official"
+POLL_S = 0.2
+STOP_WAIT_S = 5.0
+"""On an interrupt, how long the running instances get to end once their sandboxes are closed."""
 LOG_TAIL_CHARS = 4000
 
 
@@ -233,9 +238,14 @@ def run_pool(
     workers: int,
     on_done,
     progress: tqdm | None = None,
+    stop=None,
 ) -> None:
     """Run `work` on `workers` threads; `on_done(record, trajectory)` is called in this
-    thread as each instance finishes, so files are written by one thread, in finish order."""
+    thread as each instance finishes, so files are written by one thread, in finish order,
+    each one whole (`deferred`). On an interrupt (KeyboardInterrupt), what finished before it
+    is written, `stop()` ends the running instances (closes their sandboxes), the queue is
+    dropped, and the interrupt goes on once the threads are gone (or after `STOP_WAIT_S`);
+    what the stopped instances return is not written: a rerun runs them."""
     if not work:
         return
     solver = solver_factory()
@@ -243,16 +253,64 @@ def run_pool(
     futures: set[Future] = {
         executor.submit(attempt_instance, task, index, solver, plans[task.id], model) for index, task in work
     }
+
+    def finish(future: Future) -> None:
+        futures.discard(future)
+        with deferred():  # a record is written whole, or not at all
+            on_done(*future.result())
+        if progress is not None:
+            progress.update()
+
     try:
         while futures:
-            finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+            # A timeout, so that this thread runs a signal's handler at once (the kernel may
+            # deliver the signal to a worker thread, which cannot wake this one).
+            finished, _ = wait(futures, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for future in finished:
-                on_done(*future.result())
-                if progress is not None:
-                    progress.update()
+                finish(future)
+    except KeyboardInterrupt:
+        running = [f for f in futures if not f.cancel()]
+        for future in [f for f in running if f.done() and f.exception() is None]:
+            finish(future)  # finished before the interrupt reached this thread
+        if stop is not None:
+            stop()
+        executor.shutdown(wait=False, cancel_futures=True)
+        wait(running, timeout=STOP_WAIT_S)
+        raise
     finally:
         # On an exception, do not wait for the queue: what finished is already written.
         executor.shutdown(wait=not futures, cancel_futures=True)
+
+
+class RunSandboxes:
+    """The sandbox factory of a run's instances, which remembers the live sandboxes so that
+    `stop()` (on an interrupt) can close them: the instances running in them then end at
+    once with an error nobody records, and no new sandbox starts."""
+
+    def __init__(self, factory: SandboxFactory | None = None) -> None:
+        self.factory = factory or make_sandbox
+        self.live: weakref.WeakSet = weakref.WeakSet()
+        self.stopped = False
+        self.lock = threading.Lock()
+
+    def __call__(self, spec):
+        if self.stopped:
+            raise SandboxError("the run was interrupted")
+        sandbox = self.factory(spec)
+        with self.lock:
+            if not self.stopped:
+                self.live.add(sandbox)
+                return sandbox
+        sandbox.close()
+        raise SandboxError("the run was interrupted")
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            live = list(self.live)
+        for sandbox in live:
+            with contextlib.suppress(Exception):
+                sandbox.close()
 
 
 # -- official grading --------------------------------------------------------------------------
@@ -336,15 +394,20 @@ def sandbox_factory(backend: str) -> SandboxFactory | None:
     return None if backend == "local" else (lambda spec: make_sandbox(spec, backend))
 
 
-def _solver_factory(model: str, sandbox: str, solver: Solver | None, agent_options: dict):
+def run_sandboxes(backend: str) -> RunSandboxes:
+    """The run's sandbox factory for `backend`, able to stop every sandbox on an interrupt."""
+    return RunSandboxes(sandbox_factory(backend))
+
+
+def _solver_factory(model: str, sandboxes: RunSandboxes, solver: Solver | None, agent_options: dict):
     """Makes the run's solver on first use (an agent loads its model then, not before)."""
 
     def make() -> Solver:
         if solver is not None:
             return solver
         if model in ORACLES:
-            return OracleSolver(model, sandbox_factory=sandbox_factory(sandbox))
-        return AgentSolver(model, sandbox_factory=sandbox_factory(sandbox), **agent_options)
+            return OracleSolver(model, sandbox_factory=sandboxes)
+        return AgentSolver(model, sandbox_factory=sandboxes, **agent_options)
 
     return make
 
@@ -365,10 +428,11 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
     return the summary. `solver` replaces the model (a test double of the agent);
     `progress` shows a progress bar."""
     model, dataset, output, sandbox = config.model, config.dataset, Path(config.output), config.sandbox
+    sandboxes = run_sandboxes(sandbox)  # stopped on an interrupt
     if config.validate_gold:
         model = "gold"
     elif config.predictions is not None:
-        solver = PredictionsSolver(config.predictions, sandbox_factory=sandbox_factory(sandbox))
+        solver = PredictionsSolver(config.predictions, sandbox_factory=sandboxes)
         model = solver.name
     tasks = load_task_set(dataset, config.instances or None, repo_cache=config.repo_cache)
     store = RunStore(output)
@@ -395,7 +459,7 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
     )
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
     agent_options = config.agent_options()
-    make_solver = _solver_factory(model, sandbox, solver, agent_options)
+    make_solver = _solver_factory(model, sandboxes, solver, agent_options)
     official_run = dict(
         rows=rows, plans=plans, workdir=output / "official", workers=config.workers, timeout_s=config.harness_timeout
     )
@@ -407,7 +471,7 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
         _serve_if_needed(stack, engine=config.engine, model=model, agent=is_agent and bool(work), output=output,
                          seed=config.seed, serve_args=config.serve_args, agent_options=agent_options)  # fmt: skip
         _solve(tasks, work, store, records, make_solver=make_solver, plans=plans, model=model, workers=config.workers,
-               progress=progress)  # fmt: skip
+               progress=progress, stop=sandboxes.stop)  # fmt: skip
     _grade_pending(tasks, store, records, model=model, official_run=official_run)
 
     results = [records[t.id] for t in tasks]
@@ -415,7 +479,7 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
     if config.validate_gold:
         quarantine_data = _validate_gold(
             tasks, results, store=store, reruns=config.reruns, make_solver=make_solver, plans=plans,
-            official_run=official_run,
+            official_run=official_run, stop=sandboxes.stop,
         )  # fmt: skip
     harness_info = {"summary": harness.describe(), "not_ready": harness.not_ready} if rows else {}
     report = build_report(
@@ -454,6 +518,7 @@ def _solve(
     model: str,
     workers: int,
     progress: bool,
+    stop=None,
 ) -> None:
     """Run the instances of `work`, writing each one's trajectory, prediction and record as
     it finishes, with a progress bar (resolved so far, errors, ETA)."""
@@ -470,7 +535,7 @@ def _solve(
 
     try:
         run_pool(work, solver_factory=make_solver, plans=plans, model=model, workers=workers, on_done=on_done,
-                 progress=bar)  # fmt: skip
+                 progress=bar, stop=stop)  # fmt: skip
     finally:
         bar.close()
         store.compact_predictions([t.id for t in tasks])
@@ -498,6 +563,7 @@ def _validate_gold(
     make_solver,
     plans: dict[str, GradePlan],
     official_run: dict,
+    stop=None,
 ) -> dict:
     """Rerun the gold failures `reruns` times; write and return `quarantine.json`."""
     first = {r["instance_id"]: r for r in results}
@@ -512,7 +578,7 @@ def _validate_gold(
 
         try:
             run_pool(again, solver_factory=make_solver, plans=plans, model="gold", workers=official_run["workers"],
-                     on_done=keep, progress=bar)  # fmt: skip
+                     on_done=keep, progress=bar, stop=stop)  # fmt: skip
         finally:
             bar.close()
         pending = [r for r in round_records.values() if r["status"] == PENDING]
@@ -539,18 +605,35 @@ def _write_reports(output: Path, report: dict, results: list[dict], model: str) 
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: flags generated from `EvalConfig` (`evals.config`); the summary as
-    JSON on stdout; a bad flag, file or dataset is one line on stderr and exit code 2."""
+    JSON on stdout; a bad flag, file or dataset is one line on stderr and exit code 2.
+    Ctrl-C or SIGTERM stops the run within seconds, keeps every finished instance and says
+    how to continue (exit code 130 or 143)."""
     setup_logging()
-    try:
-        config = config_from_argv(argv, prog="python -m evals.swe", description=__doc__.split("\n")[0])
-        summary = evaluate(config)
-    except (ConfigError, TaskError, ValueError, NotImplementedError, ServeError) as exc:
-        log.error("%s", exc)
-        return 2
+    config = None
+    with interrupts():
+        try:
+            config = config_from_argv(argv, prog="python -m evals.swe", description=__doc__.split("\n")[0])
+            summary = evaluate(config)
+        except (ConfigError, TaskError, ValueError, NotImplementedError, ServeError) as exc:
+            log.error("%s", exc)
+            return 2
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, _kept(config))
     # The command's result goes to stdout (scripts read it); what happens on the way is logged.
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     sys.stdout.write(f"predictions: {config.output / 'predictions.jsonl'}  report: {config.output / 'report.md'}\n")
     return 0
+
+
+def _kept(config: EvalConfig | None) -> str:
+    """What an interrupted run kept, and how to go on: the line it ends with."""
+    store = RunStore(Path(config.output)) if config is not None and Path(config.output).is_dir() else None
+    instances = (store.run_info().get("instances") or []) if store is not None else []
+    if not instances:
+        return "nothing was run yet; run the same command again to start"
+    results = store.results()
+    done = sum(1 for i in instances if i in results and results[i]["status"] != "error")
+    return f"{done} of {len(instances)} instances finished ({config.output}); run the same command again to continue"
 
 
 if __name__ == "__main__":

@@ -13,7 +13,11 @@ from sandboxes.console import setup_logging
 
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
-    parser = argparse.ArgumentParser(prog="python -m sandboxes", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m sandboxes",
+        description=__doc__,
+        epilog="example: python -m sandboxes build sandboxes/images/base.yaml",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     build = commands.add_parser("build", help="build the image of a sandbox definition (YAML)")
     build.add_argument("definition", help="path of the sandbox definition, e.g. sandboxes/images/base.yaml")

@@ -20,20 +20,13 @@ import sys
 from pathlib import Path
 
 from agent_env.validate import validate_tasks
-from sandboxes.console import setup_logging
-from tasks import TaskError, builtin_tasks, load_task_set, load_tasks
+from sandboxes.console import interrupted, interrupts, setup_logging
+from tasks import TaskError, load_task_set
 
 
 def _load(paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None):
-    if not paths:
-        return builtin_tasks()
-    tasks = []
-    for path in paths:
-        if path.endswith(".jsonl"):
-            tasks += load_task_set(path, instances, repo_cache=repo_cache)
-        else:
-            tasks += load_tasks([path])
-    return tasks
+    """The tasks of every source (built-in when none is named), `instances` only when given."""
+    return load_task_set(paths or "builtin", instances or None, repo_cache=repo_cache)
 
 
 def list_tasks(paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None) -> int:
@@ -54,15 +47,22 @@ def list_tasks(paths: list[str], repo_cache: Path | None = None, instances: list
 def validate(
     paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None, sandbox: str = "local"
 ) -> int:
-    results = []
-    for result in validate_tasks(_load(paths, repo_cache, instances), sandbox):
-        results.append(result)
-        if result.status == "ok":
-            print(f"ok    {result.task_id}")
-        elif result.status == "failed":
-            print(f"FAIL  {result.task_id}: " + "; ".join(result.problems))
-        else:
-            print(f"n/a   {result.task_id}: {result.reason}")
+    results, tasks = [], _load(paths, repo_cache, instances)
+    try:
+        for result in validate_tasks(tasks, sandbox):
+            results.append(result)
+            if result.status == "ok":
+                print(f"ok    {result.task_id}: {result.checked}; {result.seconds:.1f} s", flush=True)
+            elif result.status == "failed":
+                print(f"FAIL  {result.task_id}: " + "; ".join(result.problems), flush=True)
+            else:
+                print(f"n/a   {result.task_id}: {result.reason}", flush=True)
+    except KeyboardInterrupt as exc:  # the verdicts so far are printed: say so, and how to go on
+        exc.kept = (
+            f"{len(results)} of {len(tasks)} tasks validated ({sum(r.ok for r in results)} valid, printed above); "
+            "run the same command again, or name the remaining tasks, to validate the rest"
+        )
+        raise
     valid = sum(r.ok for r in results)
     unavailable = sum(r.status == "unavailable" for r in results)
     print(f"{valid}/{len(results)} tasks valid" + (f", {unavailable} not runnable here" if unavailable else ""))
@@ -71,7 +71,11 @@ def validate(
 
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
-    parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tasks",
+        description=__doc__.split("\n")[0],
+        epilog="example: python -m tasks validate tasks/builtin/collections-lru-update-evicts  (no PATH: the built-in suite)",
+    )
     parser.add_argument("command", choices=["list", "validate"])
     parser.add_argument(
         "paths", nargs="*", help="task folders, task.yaml files or SWE-bench .jsonl rows (default: the built-in suite)"
@@ -81,13 +85,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox", default="local", choices=["local", "docker"], help="where validation runs")
     args = parser.parse_args(argv)
     instances = [i for i in args.instances.split(",") if i] or None
-    try:
-        if args.command == "list":
-            return list_tasks(args.paths, args.repo_cache, instances)
-        return validate(args.paths, args.repo_cache, instances, args.sandbox)
-    except TaskError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    with interrupts():  # Ctrl-C / SIGTERM: sandboxes closed, one line, exit 130 / 143
+        try:
+            if args.command == "list":
+                return list_tasks(args.paths, args.repo_cache, instances)
+            return validate(args.paths, args.repo_cache, instances, args.sandbox)
+        except TaskError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # the reader went away (`... | head`): nothing left to say
+            sys.stderr.close()
+            return 0
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, getattr(exc, "kept", "nothing was validated yet; run the same command again"))
 
 
 if __name__ == "__main__":

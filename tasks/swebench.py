@@ -22,6 +22,7 @@ repository cache every row is unavailable: the reason says to give one.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -123,11 +124,12 @@ def _difficulty(label: str) -> str:
 
 def read_rows(source: str | Path) -> Iterable[tuple[str, dict]]:
     """(where, row) pairs from a JSONL path or a Hugging Face dataset `name[:split]`
-    (split `test` by default)."""
-    path = Path(source)
+    (split `test` by default). A missing file, or a dataset the hub cannot give (no network,
+    no such dataset), is a one-line `TaskError`."""
+    path = Path(source).expanduser()
     if path.suffix == ".jsonl" or path.exists():
         if not path.is_file():
-            raise TaskError(f"{path}: no such file")
+            raise TaskError(f"{path}: no such file; give an existing SWE-bench .jsonl (one row per line)")
         with path.open() as f:
             for number, line in enumerate(f, 1):
                 if line.strip():
@@ -136,11 +138,51 @@ def read_rows(source: str | Path) -> Iterable[tuple[str, dict]]:
                     except json.JSONDecodeError as exc:
                         raise TaskError(f"{path}:{number}: not valid JSON: {exc}") from None
         return
-    import datasets  # lazy: heavy, and only needed for hub datasets
+    yield from _hub_rows(str(source))
 
-    name, _, split = str(source).partition(":")
-    for index, row in enumerate(datasets.load_dataset(name, split=split or "test")):
+
+def _hub_rows(source: str) -> Iterable[tuple[str, dict]]:
+    name, _, split = source.partition(":")
+    hub_log = logging.getLogger("huggingface_hub")  # offline it logs every retry: the error says it once
+    level = hub_log.level
+    try:
+        import datasets  # lazy: heavy, and only needed for hub datasets
+
+        hub_log.setLevel(logging.ERROR)
+        rows = datasets.load_dataset(name, split=split or "test")
+    except Exception as exc:  # noqa: BLE001 - any failure of the hub is the same one line for the user
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        why = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+        raise TaskError(
+            f"dataset {source}: not a local path, and the Hugging Face hub could not give it ({why[:200]}); "
+            "pass a local SWE-bench .jsonl instead (its rows, one per line)"
+        ) from None
+    finally:
+        hub_log.setLevel(level)
+    for index, row in enumerate(rows):
         yield f"{source}[{index}]", dict(row)
+
+
+def swebench_tasks(
+    source: str | Path, wanted: set[str] | None = None, repo_cache: str | Path | None = None
+) -> tuple[list[tuple[str, str]], list[Task]]:
+    """Every row's (instance id, where) in `source`, and the rows as tasks (only those in
+    `wanted`, when given; ids not there are no error: `tasks.load_task_set` decides)."""
+    if str(source) == "verified":
+        source = HF_DATASETS[0]
+    if repo_cache is not None and not Path(repo_cache).is_dir():
+        raise TaskError(f"repository cache {repo_cache}: no such folder")
+    entries: dict[str, str] = {}
+    rows = {}
+    for where, row in read_rows(source):
+        instance = row.get("instance_id")
+        entries.setdefault(instance, where)  # a row given twice in one source counts once
+        if not wanted or instance in wanted:
+            rows[instance] = (where, row)
+    # Making a workspace from a clone takes a second or two the first time (cached after).
+    progress = tqdm(rows.values(), desc="swe-bench rows", unit="row", disable=repo_cache is None or len(rows) < 5)
+    tasks = [row_to_task(row, where, repo_cache) for where, row in progress]
+    return list(entries.items()), list({task.id: task for task in tasks}.values())
 
 
 def load_swebench(
@@ -148,21 +190,11 @@ def load_swebench(
 ) -> list[Task]:
     """SWE-bench rows as tasks, optionally only the named instance ids (in that order);
     `repo_cache` is a folder of clones that rows' workspaces are made from."""
-    if str(source) == "verified":
-        source = HF_DATASETS[0]
-    if repo_cache is not None and not Path(repo_cache).is_dir():
-        raise TaskError(f"repository cache {repo_cache}: no such folder")
-    rows = {}
-    for where, row in read_rows(source):
-        if instances and row.get("instance_id") not in instances:
-            continue
-        rows[row.get("instance_id")] = (where, row)
+    _, tasks = swebench_tasks(source, set(instances or ()) or None, repo_cache)
     if instances:
-        unknown = [i for i in instances if i not in rows]
+        unknown = [i for i in instances if i not in {t.id for t in tasks}]
         if unknown:
             raise TaskError(f"{source}: instance(s) not found: {unknown}")
-        rows = {i: rows[i] for i in instances}
-    # Making a workspace from a clone takes a second or two the first time (cached after).
-    progress = tqdm(rows.values(), desc="swe-bench rows", unit="row", disable=repo_cache is None or len(rows) < 5)
-    tasks = [row_to_task(row, where, repo_cache) for where, row in progress]
-    return list({task.id: task for task in tasks}.values())
+        by_id = {t.id: t for t in tasks}
+        tasks = [by_id[i] for i in dict.fromkeys(instances)]
+    return tasks

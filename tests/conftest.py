@@ -7,6 +7,7 @@ into a failure, so that the docker tier is never skipped silently there.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import time
@@ -81,3 +82,14 @@ def _dev_null_stays_a_device():
         os.mknod("/dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         os.chmod("/dev/null", 0o666)
         pytest.fail("this test replaced the host's /dev/null with a plain file")
+
+
+@pytest.fixture(autouse=True)
+def _drop_console_handlers():
+    """An entry point's `setup_logging()` binds a handler to the stderr of the moment (a
+    test's capture): take it off after the test, so later tests do not log into a closed
+    stream."""
+    yield
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "_agentic_rl", False)]:
+        root.removeHandler(handler)

@@ -22,3 +22,52 @@ def test_make_targets_exist():
     makefile = (ROOT / "Makefile").read_text()
     for target in ("setup", "test", "train-swe", "eval-swe", "bench", "lint"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
+
+
+def _readme_commands() -> list[str]:
+    """Every command line in the README: fenced code lines and `inline code` that starts with a command."""
+    text = (ROOT / "README.md").read_text()
+    lines = [line for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL) for line in block.splitlines()]
+    lines += re.findall(r"`((?:make|python|\.venv/bin/python) [^`]+)`", text)
+    return lines
+
+
+def test_readme_make_targets_exist():
+    makefile = (ROOT / "Makefile").read_text()
+    targets = {t for line in _readme_commands() for t in re.findall(r"\bmake ([a-z][\w-]*)", line)}
+    assert {"train-swe", "test", "eval-swe"} <= targets
+    for target in targets:
+        assert re.search(rf"^{re.escape(target)}:", makefile, re.MULTILINE), f"README names `make {target}`"
+
+
+def test_readme_python_modules_exist():
+    modules = {m for line in _readme_commands() for m in re.findall(r"python -m ([\w.]+)", line)}
+    assert {"trainer.train", "evals.swe"} <= modules
+    for module in modules:
+        path = ROOT / Path(*module.split("."))
+        if module.startswith("bench.") and module != "bench.NAME":
+            assert path.with_suffix(".py").is_file(), f"README names `python -m {module}`"
+        elif module != "bench.NAME":  # the placeholder for any bench/<name>.py
+            main = path / "__main__.py" if path.is_dir() else path.with_suffix(".py")
+            assert main.is_file(), f"README names `python -m {module}`"
+
+
+def test_readme_links_resolve():
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", (ROOT / "README.md").read_text()):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
+
+
+def test_readme_config_fields_and_eval_flags_exist():
+    import subprocess
+    import sys
+
+    text = (ROOT / "README.md").read_text()
+    fields = subprocess.run([sys.executable, "-m", "trainer.train", "--help"], capture_output=True, text=True, cwd=ROOT)
+    named = set(re.findall(r"\b([a-z_]+\.[a-z_]+(?:\.[a-z_]+)?)=", text)) - {"section.field"}
+    assert "tasks.source" in named
+    for field in named:
+        assert f"  {field}=" in fields.stdout, f"README sets `{field}`, which `trainer.train --help` does not list"
+    flags = subprocess.run([sys.executable, "-m", "evals.swe", "--help"], capture_output=True, text=True, cwd=ROOT)
+    for flag in set(re.findall(r'ARGS="(--[a-z-]+)', text)):
+        assert flag in flags.stdout, f"README passes `{flag}`, which `evals.swe --help` does not list"

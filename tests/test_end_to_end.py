@@ -160,7 +160,7 @@ def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster
     from trainer.build import sandbox_factory
     from trainer.inference.models import load_policy
     from trainer.learner import token_logprobs
-    from trainer.recipes.async_rl import demonstrations
+    from trainer.recipes.phases import demonstrations
 
     (gold,) = demonstrations([t for t in builtin_tasks() if t.id == first], config, sandbox_factory("local"))
     policy = load_policy(str(run_dir / "checkpoints" / "step_000001" / "policy")).eval()

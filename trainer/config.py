@@ -51,6 +51,16 @@ class RunConfig(_Section):
     resume: str | None = None
     """Checkpoint folder to resume from, or `auto`: the newest complete checkpoint of this
     run (a fresh start when there is none)."""
+    samples_every: int = Field(default=1, ge=0)
+    """Every N steps, write a few of the step's trajectories, decoded, to `samples.jsonl`
+    (`python -m evals.view RUN` shows them as a page); 0: none."""
+    tracker: Literal["none", "wandb", "mlflow"] = "none"
+    """Also send the metrics (and the config, once) to an experiment tracker: `wandb`
+    (offline under `<run>/wandb/` unless `WANDB_MODE` is set; upload with `wandb sync`) or
+    `mlflow` (a file store at `<run>/mlruns` unless `MLFLOW_TRACKING_URI` is set). Needs the
+    `tracking` extra: `pip install -e '.[tracking]'`."""
+    tracker_project: str = "agentic-rl"
+    """The wandb project or MLflow experiment that `tracker` logs the run (as `name`) to."""
 
 
 class ModelConfig(_Section):
@@ -61,8 +71,10 @@ class ModelConfig(_Section):
 
 
 class TasksConfig(_Section):
-    source: str = "builtin"
-    """`builtin`, a folder of task YAMLs, or a SWE-bench JSONL / dataset name."""
+    source: str | list[str] = "builtin"
+    """Where tasks come from: `builtin`, a folder of task YAMLs, a SWE-bench JSONL or dataset
+    name, or a list of them loaded together (`[builtin, my-tasks]`). `ids` applies to all of
+    them: with another source, pass `tasks.ids=[]` or that source's own ids."""
     ids: list[str] = Field(default_factory=list)
     """Only these task ids (all when empty)."""
     repo_cache: str | None = None

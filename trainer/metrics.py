@@ -1,17 +1,35 @@
 """Training metrics as they happen: one JSON line per step, TensorBoard scalars, and a PNG.
 
 `metrics.jsonl` is the record (append-only, flushed every step, so a crash loses nothing
-already written); TensorBoard gets every numeric field of the same records under `train/`;
-`metrics.png` plots success rate, value loss, masked-token fractions, staleness, throughput
-and the learner's idle fraction, redrawn from the JSONL so it always matches it.
+already written); TensorBoard gets every numeric field of the same records under `train/`
+(and `reward_hack_blocked/<rule>` counts); `metrics.png` plots success rate, value loss,
+masked-token fractions, staleness, throughput and the learner's idle fraction, redrawn from
+the JSONL so it always matches it.
+
+With `run.tracker=wandb` or `run.tracker=mlflow` the same scalars also go to that experiment
+tracker (the `tracking` extra installs both), with the run's config logged once. Both stay
+offline unless the user says otherwise: wandb runs in `offline` mode (unless `WANDB_MODE` is
+set) under `<run>/wandb/`, to upload later with `wandb sync`; MLflow writes a file store at
+`<run>/mlruns` (unless `MLFLOW_TRACKING_URI` is set), browsed with
+`mlflow ui --backend-store-uri <run>/mlruns`.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
+
+from trainer.config import ConfigError
+
+logger = logging.getLogger(__name__)
+
+TRACKERS = {"wandb": "wandb", "mlflow": "mlflow-skinny"}  # tracker: the pip package that provides it
 
 PLOTTED = (
     ("success_rate", "success rate"),
@@ -26,7 +44,22 @@ PLOTTED = (
 
 
 class MetricsWriter:
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        tracker: str = "none",
+        project: str = "agentic-rl",
+        run_name: str | None = None,
+        config: dict | None = None,
+    ) -> None:
+        """`tracker`: `none`, `wandb` or `mlflow` (`run.tracker`); a tracker whose package is
+        missing is a `ConfigError` before anything is written. `project` is the wandb project
+        or MLflow experiment, `run_name` the run's name there (default: the run folder's)."""
+        self._tracker = None
+        if tracker != "none":  # first: a tracker that cannot start fails the run at once, in one line
+            _import_tracker(tracker)
+            kind = _WandbTracker if tracker == "wandb" else _MlflowTracker
+            self._tracker = kind(run_dir, project, run_name or run_dir.name, config or {})
         from torch.utils.tensorboard import SummaryWriter  # lazy: pulls in tensorboard
 
         self.path = run_dir / "metrics.jsonl"
@@ -36,16 +69,123 @@ class MetricsWriter:
     def write(self, record: dict) -> None:
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        for key, value in record.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step":
-                self._board.add_scalar(f"train/{key}", value, record["step"])
-        for kind, count in (record.get("reward_hack_blocked") or {}).items():
-            self._board.add_scalar(f"reward_hack_blocked/{kind}", count, record["step"])
+        values = scalars(record)
+        for key, value in values.items():
+            self._board.add_scalar(key, value, record["step"])
         self._board.flush()
+        if self._tracker is not None:
+            self._tracker.log(values, record["step"])
 
     def close(self) -> None:
         self._file.close()
         self._board.close()
+        if self._tracker is not None:
+            self._tracker.close()
+            self._tracker = None
+
+
+def scalars(record: dict) -> dict[str, int | float]:
+    """What TensorBoard and the tracker get of a record: every numeric field but `step` as
+    `train/<field>`, and the grading rules tripped as `reward_hack_blocked/<rule>`."""
+    out = {
+        f"train/{key}": value
+        for key, value in record.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step"
+    }
+    for kind, count in (record.get("reward_hack_blocked") or {}).items():
+        out[f"reward_hack_blocked/{kind}"] = count
+    return out
+
+
+def require_tracker(tracker: str) -> None:
+    """Fail now, in one line, when `run.tracker` names a package that is not installed (a
+    run should not find out after minutes of set-up)."""
+    if tracker != "none":
+        _import_tracker(tracker)
+
+
+def _import_tracker(tracker: str):
+    if tracker not in TRACKERS:
+        raise ConfigError(f"run.tracker={tracker}: not one of none, {', '.join(TRACKERS)}")
+    try:
+        return __import__(tracker)
+    except ModuleNotFoundError as exc:
+        if exc.name != tracker:  # installed but broken: let its own error show
+            raise
+        raise ConfigError(
+            f"run.tracker={tracker} needs the {tracker} package: pip install {TRACKERS[tracker]}"
+        ) from None
+
+
+class _WandbTracker:
+    """A wandb run, offline under `<run>/wandb/` unless `WANDB_MODE` (or `WANDB_DIR`) says otherwise."""
+
+    def __init__(self, run_dir: Path, project: str, run_name: str, config: dict) -> None:
+        import wandb
+
+        where = {} if os.environ.get("WANDB_DIR") else {"dir": str(run_dir)}
+        mode = {} if os.environ.get("WANDB_MODE") else {"mode": "offline"}
+        quiet = {} if os.environ.get("WANDB_SILENT") else {"settings": wandb.Settings(silent=True)}  # we log
+        self._run = wandb.init(project=project, name=run_name, config=config, **where, **mode, **quiet)
+        self._folder = Path(self._run.dir).parent
+        logger.info("wandb run %s (%s) in %s", self._run.id, self._run.settings.mode, self._folder)
+
+    def log(self, values: dict, step: int) -> None:
+        self._run.log(values, step=step)
+
+    def close(self) -> None:
+        offline = self._run.settings.mode == "offline"
+        self._run.finish()
+        if offline:
+            logger.info("wandb: upload the offline run with `wandb sync %s`", self._folder)
+
+
+class _MlflowTracker:
+    """An MLflow run in the experiment `project`, in a file store at `<run>/mlruns` unless
+    `MLFLOW_TRACKING_URI` names another. (MLflow 3 refuses file stores unless
+    `MLFLOW_ALLOW_FILE_STORE` is set; it is set for this process when the default store is used.)"""
+
+    _BAD_KEY = re.compile(r"[^\w./\- ]")  # what MLflow accepts in metric and param names
+
+    def __init__(self, run_dir: Path, project: str, run_name: str, config: dict) -> None:
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        uri = os.environ.get("MLFLOW_TRACKING_URI")
+        if not uri:
+            uri = (run_dir / "mlruns").resolve().as_uri()
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+        self._client = MlflowClient(tracking_uri=uri)
+        experiment = self._client.get_experiment_by_name(project)
+        experiment_id = experiment.experiment_id if experiment else self._client.create_experiment(project)
+        self._run_id = self._client.create_run(experiment_id, run_name=run_name).info.run_id
+        params = [Param(self._key(key), str(value)[:6000]) for key, value in _flatten(config)]
+        for start in range(0, len(params), 100):  # MLflow takes at most 100 params a batch
+            self._client.log_batch(self._run_id, params=params[start : start + 100])
+        logger.info("mlflow run %s in experiment %r at %s", self._run_id, project, uri)
+
+    def _key(self, key: str) -> str:
+        return self._BAD_KEY.sub("_", key)
+
+    def log(self, values: dict, step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        metrics = [Metric(self._key(key), float(value), now, step) for key, value in values.items()]
+        for start in range(0, len(metrics), 1000):  # and at most 1000 metrics
+            self._client.log_batch(self._run_id, metrics=metrics[start : start + 1000])
+
+    def close(self) -> None:
+        self._client.set_terminated(self._run_id)
+
+
+def _flatten(config: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
+    """`{"run": {"seed": 0}}` as `("run.seed", 0)`: the dotted names `section.field=value` uses."""
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            yield from _flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
 
 
 def reward_hacks_blocked(trajectories: Iterable) -> dict[str, int]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tasks import TaskError
 from trainer.config import ConfigError, TrainConfig, leaf_fields, load_config
 
 
@@ -23,11 +24,15 @@ def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
     from trainer.recipes.async_rl import AsyncRLRecipe
 
     with AsyncRLRecipe(config, sandbox_factory=sandbox_factory) as recipe:
-        recipe.setup()
-        recipe.warm_start()
-        recipe.evaluate("eval_before")
-        recipe.run()
-        recipe.evaluate("eval_after")
+        try:
+            recipe.setup()
+            recipe.warm_start()
+            recipe.evaluate("eval_before")
+            recipe.run()
+            recipe.evaluate("eval_after")
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM under `interrupts()`
+            exc.kept = recipe.keep_progress()  # what the one line at exit says
+            raise
     return recipe.run_dir
 
 
@@ -48,13 +53,16 @@ def usage() -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    from sandboxes.console import setup_logging
+def main(argv: list[str] | None = None) -> int:
+    """Ctrl-C or SIGTERM stops training within seconds: the metrics written and a checkpoint
+    of the last completed step are kept, Ray and the sandboxes are shut down, and one line
+    says how to resume (exit code 130 or 143)."""
+    from sandboxes.console import interrupted, interrupts, setup_logging
 
     argv = sys.argv[1:] if argv is None else argv
     if any(arg in ("-h", "--help") for arg in argv):
         print(usage())
-        return
+        return 0
     setup_logging()
     path = argv[0] if argv and "=" not in argv[0] else None
     overrides = argv[1:] if path else argv
@@ -62,8 +70,16 @@ def main(argv: list[str] | None = None) -> None:
         config = load_config(path, overrides)
     except ConfigError as exc:  # bad input: one line that names the file or field, no traceback
         sys.exit(f"trainer.train: {exc}")
-    train(config)
+    with interrupts():
+        try:
+            train(config)
+        except (TaskError, ConfigError) as exc:  # a task source or id, a tracker package: one line
+            sys.exit(f"trainer.train: {exc}")
+        except KeyboardInterrupt as exc:
+            kept = getattr(exc, "kept", f"nothing to keep ({config.run.output_dir}/{config.run.name})")
+            return interrupted(exc, kept)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -235,3 +235,44 @@ def test_command_line_runs_and_bad_input_names_the_file(tmp_path, capsys):
     missing = tmp_path / "nope.jsonl"
     assert main(["--model", "gold", "--dataset", str(missing), "--output", str(tmp_path / "x")]) == 2
     assert str(missing) in capsys.readouterr().err
+
+
+def test_a_dataset_path_that_does_not_exist_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # no fall-through to the hub
+    missing = tmp_path / "nope" / "rows.jsonl"
+    assert main(["--model", "gold", "--dataset", str(missing), "--output", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: task source {missing}: no such file or folder; give a folder of task YAMLs, a task.yaml, "
+        "a SWE-bench .jsonl, builtin, or a Hugging Face dataset name"
+    ]
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_hub_dataset_that_cannot_be_fetched_is_one_line_suggesting_a_local_jsonl(tmp_path, monkeypatch, capsys):
+    import sys
+    import types
+
+    hub = types.ModuleType("datasets")
+
+    def load_dataset(name, split):
+        raise ConnectionError(f"Couldn't reach '{name}' on the Hub (LocalEntryNotFoundError)")
+
+    hub.load_dataset = load_dataset
+    monkeypatch.setitem(sys.modules, "datasets", hub)
+    assert main(["--model", "gold", "--dataset", "verified", "--output", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: dataset princeton-nlp/SWE-bench_Verified: not a local path, and the Hugging Face hub could not "
+        "give it (ConnectionError: Couldn't reach 'princeton-nlp/SWE-bench_Verified' on the Hub "
+        "(LocalEntryNotFoundError)); pass a local SWE-bench .jsonl instead (its rows, one per line)"
+    ]
+
+
+def test_an_unknown_instance_is_one_line_with_the_closest_id(tmp_path, capsys):
+    code = main(["--model", "gold", "--instances", f"{FIVE[0]}x", "--output", str(tmp_path / "x")])
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: task id(s) {FIVE[0]}x not found in builtin (closest: {FIVE[0]} for {FIVE[0]}x); pass tasks.ids=[] "
+        "(evals: no --instances) to take every task, or list ids they have (30 tasks)"
+    ]

@@ -1,3 +1,4 @@
+import re
 import shutil
 
 import yaml
@@ -17,7 +18,12 @@ def test_list_shows_every_builtin_task(capsys):
 def test_validate_accepts_a_good_task_and_rejects_a_broken_one(tmp_path, capsys):
     good = BUILTIN_DIR / "parsing-querystring-plus"
     assert main(["validate", str(good)]) == 0
-    assert "ok    parsing-querystring-plus" in capsys.readouterr().out
+    ok_line = capsys.readouterr().out.splitlines()[0]
+    assert re.fullmatch(
+        r"ok    parsing-querystring-plus: gold patch resolves it \(3 FAIL_TO_PASS and 9 PASS_TO_PASS pass\); "
+        r"empty patch does not \(3 FAIL_TO_PASS fail\); \d+\.\d s",
+        ok_line,
+    ), ok_line
 
     # The same task with its FAIL_TO_PASS pointing at a test that passes without a fix.
     broken = tmp_path / "broken"

@@ -86,10 +86,17 @@ def save(learner: Learner, directory: str | Path, extra: dict | None = None, tok
         # A plain copy writes the export: a sharded module's own save_pretrained would
         # reach for its sharded parameters.
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
         plain = AutoModelForCausalLM.from_config(learner.policy.config)
         plain.load_state_dict(full)
-        plain.save_pretrained(staging / "policy", safe_serialization=True)
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # its "Writing model shards" bar would draw over the training bar
+        try:
+            plain.save_pretrained(staging / "policy", safe_serialization=True)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         if tokenizer is not None:
             tokenizer.save_pretrained(staging / "policy")
         state = {"version": learner.version, "skipped_steps": learner.skipped_steps}

@@ -141,6 +141,10 @@ class Learner:
         self.version = 0
         self.skipped_steps = 0
         self._bad_in_a_row = 0
+        self._warm_start: warm_start.SupervisedRun | None = None
+        """The warm start between `begin_warm_start` and `end_warm_start`."""
+        self._critic_pretraining: tuple[PreparedBatch, StepTargets] | None = None
+        """The critic pre-training's batch and targets between its begin and end."""
 
     def _critic_optimizer(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW([p for p in self.critic.parameters() if p.requires_grad], lr=self.optim.critic_lr)
@@ -237,12 +241,33 @@ class Learner:
     # -- warm start and critic pre-training -------------------------------------------------
     def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
         """Supervised warm start (`trainer.learner.warm_start`), then the critic restarted
-        from the fine-tuned policy; publishes a new version. Returns each step's loss."""
-        losses = warm_start.supervised_steps(self, demonstrations, steps, lr)
+        from the fine-tuned policy; publishes a new version. Returns each step's loss.
+        The same as `begin_warm_start`, `warm_start_steps` in any chunks, `end_warm_start`."""
+        self.begin_warm_start(demonstrations, lr)
+        losses = self.warm_start_steps(steps)
+        self.end_warm_start()
+        return losses
+
+    def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
+        """Start a warm start on `demonstrations`: its batch and AdamW live here until
+        `end_warm_start`, so its steps can be taken in chunks with the same numbers."""
+        self._warm_start = warm_start.SupervisedRun(self, demonstrations, lr)
+
+    def warm_start_steps(self, steps: int) -> list[float]:
+        """`steps` more supervised steps of the warm start begun; the loss of each."""
+        if self._warm_start is None:
+            raise RuntimeError("warm_start_steps needs begin_warm_start first")
+        return self._warm_start.steps(steps)
+
+    def end_warm_start(self) -> None:
+        """Finish the warm start: drop its optimizer, publish a new version and restart the
+        critic from the fine-tuned policy."""
+        if self._warm_start is None:
+            raise RuntimeError("end_warm_start needs begin_warm_start first")
+        self._warm_start = None
         self.version += 1  # the engines must pick up the warm-started weights
         if self.critic is not None:
             self.critic_from_policy()
-        return losses
 
     def critic_from_policy(self) -> None:
         """Start the critic's backbone over from the policy's current weights, with a fresh
@@ -253,12 +278,32 @@ class Learner:
         self.critic_optimizer = self._critic_optimizer()
 
     def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
-        """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen)."""
+        """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen).
+        The same as `begin_critic_pretraining`, `critic_pretraining_steps` in any chunks,
+        `end_critic_pretraining`."""
+        self.begin_critic_pretraining(trajectories)
+        losses = self.critic_pretraining_steps(steps)
+        self.end_critic_pretraining()
+        return losses
+
+    def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
+        """Pack `trajectories` and fix their value targets (before any update), kept here
+        until `end_critic_pretraining`."""
         if not isinstance(self.objective, CriticObjective):
             raise ValueError(f"algorithm {self.algorithm.name!r} has no critic to pre-train")
         batch = prepare(trajectories, pad_id=self.pad_id, token_budget=self.optim.token_budget, device=self.device)
         targets = StepTargets([self.objective.micro_targets(self, micro) for micro in batch.micro_batches])
+        self._critic_pretraining = (batch, targets)
+
+    def critic_pretraining_steps(self, steps: int) -> list[float]:
+        """`steps` more critic updates of the pre-training begun; the value loss of each."""
+        if self._critic_pretraining is None:
+            raise RuntimeError("critic_pretraining_steps needs begin_critic_pretraining first")
+        batch, targets = self._critic_pretraining
         return self.objective.critic_updates(self, batch, targets, steps)[0]
+
+    def end_critic_pretraining(self) -> None:
+        self._critic_pretraining = None
 
     def gold_probability(self, demonstrations: list[Trajectory]) -> float:
         """Mean over `demonstrations` of P(the policy samples their exact actions) at the

@@ -4,8 +4,10 @@ A random policy solves nothing, and RL on all-zero rewards has nothing to learn 
 warm start fits the demonstrations' policy tokens (e.g. gold trajectories) by
 cross-entropy, averaged over every demonstrated token (`token_mean`, whatever the RL
 objective's aggregation), with an AdamW of its own so RL starts from fresh optimizer
-state. SAO (arXiv 2607.07508) initialises the critic from the fine-tuned policy, so after
-a warm start the critic's backbone is copied from the policy's decoder.
+state (`SupervisedRun` keeps that optimizer between chunks of steps, so a driver can show
+progress without changing a number). SAO (arXiv 2607.07508) initialises the critic from
+the fine-tuned policy, so after a warm start the critic's backbone is copied from the
+policy's decoder.
 """
 
 from __future__ import annotations
@@ -24,29 +26,43 @@ if TYPE_CHECKING:
     from trainer.learner.learner import Learner
 
 
+class SupervisedRun:
+    """A warm start in progress: the demonstrations packed once and the AdamW of all its
+    steps, so that `steps(n)` called in chunks (the driver draws progress between them)
+    makes exactly the updates of one call with their sum."""
+
+    def __init__(self, learner: Learner, demonstrations: list[Trajectory], lr: float) -> None:
+        self.learner = learner
+        self.optimizer = torch.optim.AdamW([p for p in learner.policy.parameters() if p.requires_grad], lr=lr)
+        self.batch = prepare(
+            demonstrations, pad_id=learner.pad_id, token_budget=learner.optim.token_budget, device=learner.device
+        )
+
+    def steps(self, steps: int) -> list[float]:
+        """`steps` more cross-entropy updates of the policy; the loss of each."""
+        learner, batch = self.learner, self.batch
+        losses = []
+        for _ in range(steps):
+            total, finite = 0.0, True
+            for micro in batch.micro_batches:
+                tensors = micro.tensors
+                logp = token_logprobs(
+                    learner.policy, tensors["input_ids"], tensors["attention_mask"], learner.temperature, learner.banned
+                )
+                mask = tensors["policy_mask"].float()
+                loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+                weight = loss_weight(tensors, batch.totals, "token_mean")  # every demonstrated token counts
+                (loss * weight).backward()
+                finite = finite and bool(torch.isfinite(loss))
+                total += float(loss.detach()) * weight / distributed.world_size()
+            learner.apply(learner.policy, self.optimizer, finite)
+            losses.append(distributed.all_reduce(total))
+        return losses
+
+
 def supervised_steps(learner: Learner, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
     """`steps` cross-entropy updates of the policy on `demonstrations`; the loss of each."""
-    optimizer = torch.optim.AdamW([p for p in learner.policy.parameters() if p.requires_grad], lr=lr)
-    batch = prepare(
-        demonstrations, pad_id=learner.pad_id, token_budget=learner.optim.token_budget, device=learner.device
-    )
-    losses = []
-    for _ in range(steps):
-        total, finite = 0.0, True
-        for micro in batch.micro_batches:
-            tensors = micro.tensors
-            logp = token_logprobs(
-                learner.policy, tensors["input_ids"], tensors["attention_mask"], learner.temperature, learner.banned
-            )
-            mask = tensors["policy_mask"].float()
-            loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
-            weight = loss_weight(tensors, batch.totals, "token_mean")  # every demonstrated token counts
-            (loss * weight).backward()
-            finite = finite and bool(torch.isfinite(loss))
-            total += float(loss.detach()) * weight / distributed.world_size()
-        learner.apply(learner.policy, optimizer, finite)
-        losses.append(distributed.all_reduce(total))
-    return losses
+    return SupervisedRun(learner, demonstrations, lr).steps(steps)
 
 
 @torch.no_grad()

@@ -64,8 +64,26 @@ class LearnerRank:
     def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
         return self.learner.warm_start(demonstrations, steps, lr)
 
+    def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
+        self.learner.begin_warm_start(demonstrations, lr)
+
+    def warm_start_steps(self, steps: int) -> list[float]:
+        return self.learner.warm_start_steps(steps)
+
+    def end_warm_start(self) -> None:
+        self.learner.end_warm_start()
+
     def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
         return self.learner.pretrain_critic(trajectories, steps)
+
+    def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
+        self.learner.begin_critic_pretraining(trajectories)
+
+    def critic_pretraining_steps(self, steps: int) -> list[float]:
+        return self.learner.critic_pretraining_steps(steps)
+
+    def end_critic_pretraining(self) -> None:
+        self.learner.end_critic_pretraining()
 
     def has_critic(self) -> bool:
         return self.learner.critic is not None
@@ -123,6 +141,30 @@ class LearnerGroup:
 
     def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
         return self._get("pretrain_critic", trajectories, steps)
+
+    # A warm start (and critic pre-training) in chunks, for a progress bar between them: the
+    # batch and optimizer stay on the ranks from `begin_` to `end_`, so any chunking makes the
+    # same updates as the one-call `warm_start` (`pretrain_critic`).
+    def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
+        self._get("begin_warm_start", demonstrations, lr)
+
+    def warm_start_steps(self, steps: int) -> list[float]:
+        """`steps` more supervised steps; each one's loss."""
+        return self._get("warm_start_steps", steps)
+
+    def end_warm_start(self) -> None:
+        """A new version; the critic restarted from the fine-tuned policy."""
+        self._get("end_warm_start")
+
+    def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
+        self._get("begin_critic_pretraining", trajectories)
+
+    def critic_pretraining_steps(self, steps: int) -> list[float]:
+        """`steps` more critic updates; each one's value loss."""
+        return self._get("critic_pretraining_steps", steps)
+
+    def end_critic_pretraining(self) -> None:
+        self._get("end_critic_pretraining")
 
     def save(self, directory: str, extra: dict) -> str:
         return self._get("save", directory, extra)

@@ -223,6 +223,17 @@ class Orchestrator:
             self._drain_older_pins()
             self.save(step)
 
+    def finish_step(self, timeout: float) -> bool:
+        """Let the learner step in flight end (its metrics are reported and its weights
+        published, as in the loop) if it does within `timeout` seconds; True when no step is
+        in flight any more. For a run that is stopping (Ctrl-C) and wants a checkpoint."""
+        if self.learner_ref is None:
+            return True
+        if not self.ray.wait([self.learner_ref], timeout=timeout)[0]:
+            return False
+        self._on_learner()
+        return True
+
     def _check_deadlines(self) -> None:
         now = time.monotonic()
         for running in list(self.running.values()):
@@ -271,27 +282,42 @@ class Orchestrator:
                 break
             self._wait()
 
-    def play(self, jobs: list[EpisodeJob]) -> list:
-        """Run `jobs` outside the schedule (e.g. the batch value pre-training learns from)."""
+    def play(self, jobs: list[EpisodeJob], progress: str | None = None) -> list:
+        """Run `jobs` outside the schedule (e.g. the batch value pre-training learns from).
+        With a `progress` label, a bar on stderr counts the finished episodes (log lines go
+        above it while it is open); it is closed before this returns."""
+        from contextlib import nullcontext
+
+        from tqdm import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
         pending = {}
         free = self._free_slots()
         results = []
         queue = list(jobs)
-        while queue or pending:
-            while queue and any(v > 0 for v in free.values()):
-                job = queue.pop(0)
-                index, ref = self._submit(job, free)
-                pending[ref] = (job, index)
-            done, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.config.episode_timeout_s)
-            if not done:
-                raise RuntimeError(f"episodes did not finish within {self.config.episode_timeout_s}s")
-            for ref in done:
-                job, index = pending.pop(ref)
-                free[index] += 1
-                result = self.ray.get(ref)
-                if result.error:
-                    logger.warning("episode %d (%s) left out: %s", job.job_id, job.task_id, result.error)
-                results.extend(result.trajectories)
+        resolved = 0
+        with (
+            tqdm(total=len(jobs), desc=progress, unit="episode", disable=progress is None) as bar,
+            logging_redirect_tqdm() if progress else nullcontext(),
+        ):
+            while queue or pending:
+                while queue and any(v > 0 for v in free.values()):
+                    job = queue.pop(0)
+                    index, ref = self._submit(job, free)
+                    pending[ref] = (job, index)
+                done, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.config.episode_timeout_s)
+                if not done:
+                    raise RuntimeError(f"episodes did not finish within {self.config.episode_timeout_s}s")
+                for ref in done:
+                    job, index = pending.pop(ref)
+                    free[index] += 1
+                    result = self.ray.get(ref)
+                    if result.error:
+                        logger.warning("episode %d (%s) left out: %s", job.job_id, job.task_id, result.error)
+                    results.extend(result.trajectories)
+                    resolved += sum(bool(t.resolved) for t in result.trajectories)
+                    bar.set_postfix(resolved=resolved, refresh=False)  # drawn by the update
+                    bar.update(1)
         return results
 
     def learner_idle_fraction(self) -> float:
@@ -323,6 +349,9 @@ def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
     if address:
         ray.init(address=address, **options)
     else:
+        # A local cluster on this machine needs no token authentication (Ray warns of it at
+        # every start otherwise); a RAY_AUTH_MODE set by the user is left as it is.
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         cpus = max(os.cpu_count() or 1, workers)  # logical slots; the episodes mostly wait on sandboxes
         ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
     return True

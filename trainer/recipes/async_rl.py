@@ -26,21 +26,38 @@ the paper prescribes. Episodes that fail for infrastructure reasons are retried 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
 
 import yaml
 
-from tasks import Task
+from sandboxes.console import rearm
 from trainer.config import TrainConfig
-from trainer.metrics import MetricsWriter, plot, step_record
+from trainer.inference.models import load_tokenizer
+from trainer.inference.rollout import ChatFormat
+from trainer.metrics import MetricsWriter, plot, require_tracker, step_record
+from trainer.recipes.phases import (
+    build_schedule,
+    chunked_steps,
+    demonstrations,
+    describe,
+    load_tasks,
+    progress_bar,
+    read_summary,
+    reap_sandboxes,
+    success_summary,
+    truncate_metrics,
+    write_summary,
+)
+from trainer.samples import SampleWriter
 
 logger = logging.getLogger(__name__)
 
 EVAL_SEED = 1_000_000
 """Evaluation episodes draw seeds from here on: no training episode uses them."""
+INTERRUPT_SAVE_S = 5.0
+"""On an interrupt, how long the learner step in flight may take to end before the checkpoint."""
 
 
 class AsyncRLRecipe:
@@ -55,6 +72,7 @@ class AsyncRLRecipe:
         self.learner = self.orchestrator = self.metrics = self.schedule = self.pac = None
         self.demonstrations: list = []
         self._started_ray = False
+        self.interrupted = False
         self._progress = None
         self._last = {"time": time.monotonic(), "infra": 0}
 
@@ -70,6 +88,7 @@ class AsyncRLRecipe:
         config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(config.model_dump(), sort_keys=False))
+        require_tracker(config.run.tracker)
         tasks = load_tasks(config)
         self.tasks = tasks
         resume = latest_checkpoint(self.run_dir) if config.run.resume == "auto" else config.run.resume
@@ -80,6 +99,7 @@ class AsyncRLRecipe:
         self._started_ray = start_ray(
             placement.ray_address, workers=orchestration.rollout_workers + placement.learner_ranks
         )
+        rearm()  # Ray's core took SIGTERM: make it stop the run cleanly again (see train.main)
         logger.info("loading the learner (%s on %s)", config.algorithm.name, config.model.name)
         self.learner = LearnerGroup(config, ranks=placement.learner_ranks, num_gpus=placement.learner_gpus)
         if resume:
@@ -87,8 +107,8 @@ class AsyncRLRecipe:
         self.schedule, self.pac = build_schedule(config, tasks)
         if self.resumed:
             self.schedule.load_state_dict(self.resumed["schedule"])
-            _truncate_metrics(self.run_dir / "metrics.jsonl", self.schedule.steps_done)
-            self.summary = _read_summary(self.run_dir / "summary.json")
+            truncate_metrics(self.run_dir / "metrics.jsonl", self.schedule.steps_done)
+            self.summary = read_summary(self.run_dir / "summary.json")
             logger.info("resumed from %s: step %d, version %d", resume, self.schedule.steps_done,
                         self.resumed["version"])  # fmt: skip
         workers = WorkerSpec(
@@ -99,7 +119,17 @@ class AsyncRLRecipe:
             rollout=config.rollout,
             gpus=placement.worker_gpus,
         )
-        self.metrics = MetricsWriter(self.run_dir)
+        self.metrics = MetricsWriter(
+            self.run_dir,
+            tracker=config.run.tracker,
+            project=config.run.tracker_project,
+            run_name=config.run.name,
+            config=config.model_dump(),
+        )
+        self.samples = SampleWriter(self.run_dir, every=config.run.samples_every)
+        self._decode = ChatFormat(load_tokenizer(config.model.name)).decode
+        if self.resumed:  # the steps after the checkpoint are played again
+            self.samples.truncate(self.schedule.steps_done)
         self.orchestrator = Orchestrator(
             orchestration, workers, self.schedule, self.learner, tasks,
             sandbox_factory=self.sandbox_factory, on_step=self._on_step, save=self.save,
@@ -114,13 +144,17 @@ class AsyncRLRecipe:
         config = self.config.warm_start
         if config.steps:
             logger.info("playing the gold trajectories of %d tasks", len(self.tasks))
-            self.demonstrations = demonstrations(self.tasks, self.config, self.factory)
+            self.demonstrations = demonstrations(self.tasks, self.config, self.factory, progress=True)
             if self.demonstrations:  # each step then reports the probability of the gold actions
                 self.learner.set_probes(self.demonstrations)
         if config.steps and not self.resumed:
             logger.info("warm start: %d supervised steps on %d gold trajectories", config.steps,
                         len(self.demonstrations))  # fmt: skip
-            losses = self.learner.warm_start(self.demonstrations, config.steps, config.lr)
+            # In chunks, a bar advanced between them; the same updates as one call (one AdamW).
+            with progress_bar(config.steps, "warm start", "step") as bar:
+                self.learner.begin_warm_start(self.demonstrations, config.lr)
+                losses = chunked_steps(self.learner.warm_start_steps, config.steps, bar)
+                self.learner.end_warm_start()
             solved = sum(t.reward for t in self.demonstrations)
             logger.info("warm start on %d gold trajectories (%.0f resolved): loss %.3f -> %.4f in %d steps",
                         len(self.demonstrations), solved, losses[0], losses[-1], len(losses))  # fmt: skip
@@ -137,7 +171,11 @@ class AsyncRLRecipe:
                 for i, t in enumerate(picks)
             ]
             logger.info("critic pre-training: playing %d episodes", len(jobs))
-            losses = self.learner.pretrain_critic(self.orchestrator.play(jobs), config.critic_pretrain_steps)
+            played = self.orchestrator.play(jobs, progress="critic pre-training: episodes")
+            with progress_bar(config.critic_pretrain_steps, "critic pre-training: updates", "step") as bar:
+                self.learner.begin_critic_pretraining(played)
+                losses = chunked_steps(self.learner.critic_pretraining_steps, config.critic_pretrain_steps, bar)
+                self.learner.end_critic_pretraining()
             logger.info("critic pre-training: value loss %.4f -> %.4f in %d steps", losses[0], losses[-1],
                         len(losses))  # fmt: skip
 
@@ -159,10 +197,11 @@ class AsyncRLRecipe:
             for i, t in enumerate(self.tasks[i % len(self.tasks)] for i in range(episodes))
         ]
         logger.info("evaluating: %d episodes on fixed seeds", len(jobs))
-        result = success_summary(self.orchestrator.play(jobs))
+        when = "before" if key == "eval_before" else "after"
+        result = success_summary(self.orchestrator.play(jobs, progress=f"evaluating ({when} RL)"))
         self.summary[key] = result
-        logger.info("evaluation %s RL: %s", "before" if key == "eval_before" else "after", describe(result))
-        _write_summary(self.run_dir / "summary.json", self.summary)  # kept by a resumed run
+        logger.info("evaluation %s RL: %s", when, describe(result))
+        write_summary(self.run_dir / "summary.json", self.summary)  # kept by a resumed run
         return result
 
     # -- RL -------------------------------------------------------------------------------------
@@ -188,9 +227,54 @@ class AsyncRLRecipe:
         self.checkpoint = Path(self.learner.save(str(folder), extra))
         return self.checkpoint
 
+    def keep_progress(self, within_s: float = INTERRUPT_SAVE_S) -> str:
+        """After an interrupt (Ctrl-C, SIGTERM): finish the learner step in flight if it ends
+        within `within_s`, save a checkpoint of the last completed step (unless it has one, or
+        the state cannot be resumed from), and return what was kept and how to continue."""
+        from trainer.orchestrator.loop import latest_checkpoint
+
+        self.interrupted = True
+        try:
+            checkpoint, why = self._checkpoint_now(within_s)
+        except Exception as exc:  # noqa: BLE001 - the run is stopping: say why, keep the rest
+            checkpoint, why = None, f"saving failed: {exc}"
+        done = self.schedule.steps_done if self.schedule is not None else 0
+        kept = f"{done} of {self.config.run.steps} steps finished ({self.run_dir}; "
+        if checkpoint is None:
+            latest = latest_checkpoint(self.run_dir)
+            kept += f"no checkpoint saved: {why}" + (f"; the newest is {latest.name}" if latest else "")
+        again = "again" if self.config.run.resume == "auto" else "with run.resume=auto"
+        return (
+            kept
+            + (f"checkpoint {checkpoint.name}" if checkpoint else "")
+            + f"); run the same command {again} to continue"
+        )
+
+    def _checkpoint_now(self, within_s: float) -> tuple[Path | None, str]:
+        """(the checkpoint of the last completed step, or None and why not)."""
+        orchestrator, schedule = self.orchestrator, self.schedule
+        if orchestrator is None or schedule is None:
+            return None, "training had not started"
+        # A step in flight changes the learner's weights: let it end (its metrics line is
+        # written), or save nothing, since the weights would be ahead of the schedule.
+        if not schedule.gated and not orchestrator.finish_step(within_s):
+            return None, f"the learner step in flight did not end within {within_s:.0f} s"
+        done = schedule.steps_done
+        if orchestrator.learner_ref is not None or schedule.taken != done:
+            return None, "the learner was in the middle of a step"
+        if schedule.gated and any(
+            j.version is not None and j.version < orchestrator.version for j in schedule.jobs.values()
+        ):
+            return None, "episodes pinned to older weights were running"
+        if done == 0:
+            return None, "no learner step had finished"
+        folder = self.run_dir / "checkpoints" / f"step_{done:06d}"
+        return (folder if (folder / "state.json").is_file() else self.save(done)), ""
+
     def close(self) -> None:
         """Stop workers and learner, shut Ray down if this recipe started it, close metrics
-        and draw the plot. Safe to call after a failure in any phase."""
+        and draw the plot. Safe to call after a failure in any phase. Sandboxes of the
+        killed workers are reaped."""
         if self.orchestrator is not None:
             self.orchestrator.shutdown()
         elif self.learner is not None:
@@ -201,9 +285,11 @@ class AsyncRLRecipe:
             import ray
 
             ray.shutdown()
+        if self.orchestrator is not None:
+            reap_sandboxes()
         if self._progress is not None:
             self._progress.close()
-        if (self.run_dir / "metrics.jsonl").exists():
+        if (self.run_dir / "metrics.jsonl").exists() and not self.interrupted:  # a resumed run draws it
             chart = plot(self.run_dir / "metrics.jsonl", self.run_dir / "metrics.png")
             logger.info("run folder: %s  metrics: %s (+ tensorboard/, %s)  checkpoint: %s", self.run_dir,
                         self.run_dir / "metrics.jsonl", chart.name, self.checkpoint)  # fmt: skip
@@ -234,108 +320,10 @@ class AsyncRLRecipe:
             out["curriculum"] = {f: round(self.pac.posterior(f)[0], 4) for f in self.pac.families}
         self._last = {"time": now, "infra": infra}
         self.metrics.write(out)
+        self.samples.write(out["step"], batch.trajectories, self._decode)  # `python -m evals.view RUN`
         self._progress.update(1)
         self._progress.set_postfix(
             reward=f"{out.get('reward_mean', 0.0):.2f}",
             success=f"{out.get('success_rate', 0.0):.2f}",
             stale=out.get("staleness_max", 0),
         )
-
-
-# -- the phases' pieces, as plain functions --------------------------------------------------------
-def load_tasks(config: TrainConfig) -> list[Task]:
-    """The configured tasks that can run on this machine (environments built when needed);
-    each one left out is named with the reason."""
-    from agent_env import needs_environment, prepare_environments
-    from tasks import load_task_set
-
-    tasks = load_task_set(config.tasks.source, config.tasks.ids or None, repo_cache=config.tasks.repo_cache)
-    if any(needs_environment(t) for t in tasks):  # SWE-bench rows from a repo cache: pip-built envs
-        tasks = prepare_environments(tasks, config.tasks.sandbox_backend)
-    usable = [t for t in tasks if t.workspace is not None and not t.unavailable]
-    for task in tasks:
-        if task not in usable:
-            logger.warning("task %s left out: %s", task.id, task.unavailable or "no workspace")
-    if not usable:
-        reasons = sorted({t.unavailable for t in tasks})
-        raise SystemExit(f"no task can run on this machine: {'; '.join(reasons)}")
-    return usable
-
-
-def build_schedule(config: TrainConfig, tasks: list[Task]):
-    """(schedule, PAC controller or None) for the configured orchestrator and curriculum."""
-    from trainer.algorithms import PACController
-    from trainer.orchestrator.schedule import Schedule, TaskPicker
-
-    orchestration = config.orchestrator
-    pac = PACController(sorted({t.family for t in tasks})) if config.tasks.curriculum == "pac" else None
-    picker = TaskPicker([(t.id, t.family) for t in tasks], seed=config.run.seed, pac=pac)
-    schedule = Schedule(
-        picker,
-        groups_per_batch=orchestration.episodes_per_step,
-        group_size=config.algorithm.group_size,
-        gated=orchestration.mode == "sync" or orchestration.deterministic,
-        max_staleness=0 if orchestration.mode == "sync" else orchestration.max_staleness,
-        staleness_policy=orchestration.staleness_policy,
-        batch_tokens=orchestration.batch_tokens,
-        max_attempts=orchestration.max_attempts,
-        seed=config.run.seed,
-    )
-    return schedule, pac
-
-
-def demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory) -> list:
-    """Gold trajectories: each task's gold patch applied through the agent's own tools."""
-    from agent_env import ToolEnv, gold_actions
-    from trainer.inference.engines.scripted import ScriptedEngine
-    from trainer.inference.models import load_tokenizer
-    from trainer.inference.rollout import ChatFormat, run_episode
-
-    chat = ChatFormat(load_tokenizer(config.model.name))
-    return [
-        run_episode(
-            ToolEnv(task, sandbox_factory=sandbox_factory),
-            ScriptedEngine(gold_actions(task, style=config.warm_start.style), chat.encode, chat.end_id),
-            chat,
-            max_new_tokens=config.rollout.max_total_tokens,
-            max_total_tokens=1 << 20,
-        )
-        for task in tasks
-        if task.gold_patch
-    ]
-
-
-def success_summary(trajectories: list) -> dict:
-    """Episodes, success rate and per-task success of evaluation trajectories."""
-    per_task: dict[str, list[bool]] = {}
-    for trajectory in trajectories:
-        per_task.setdefault(trajectory.task_id, []).append(trajectory.resolved)
-    solved = sum(sum(v) for v in per_task.values())
-    return {
-        "episodes": len(trajectories),  # fewer than asked when infrastructure failed
-        "success_rate": round(solved / max(len(trajectories), 1), 4),
-        "per_task": {k: round(sum(v) / len(v), 4) for k, v in sorted(per_task.items())},
-    }
-
-
-def describe(result: dict) -> str:
-    solved = round(result["success_rate"] * result["episodes"])
-    return f"{solved}/{result['episodes']} episodes resolved ({result['success_rate']:.2f})"
-
-
-def _read_summary(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
-
-
-def _write_summary(path: Path, summary: dict) -> None:
-    if "eval_before" in summary and "eval_after" in summary:
-        summary["eval_rise"] = round(summary["eval_after"]["success_rate"] - summary["eval_before"]["success_rate"], 4)
-    path.write_text(json.dumps(summary, indent=2) + "\n")
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """A resumed run rewrites the steps after its checkpoint: drop their old records."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-    path.write_text("".join(line + "\n" for line in kept))
