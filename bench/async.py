@@ -142,7 +142,7 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path, default=RESULTS / "async.json", help="where to write the figures")
     parser.add_argument("--steps", type=int, default=12, help="learner steps per mode")
-    parser.add_argument("overrides", nargs="*", help="extra key=value settings for both modes")
+    parser.add_argument("overrides", nargs="*", help="extra section.field=value settings for both modes")
     args = parser.parse_args()
     import ray
 

@@ -60,11 +60,6 @@ class SupervisedRun:
         return losses
 
 
-def supervised_steps(learner: Learner, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
-    """`steps` cross-entropy updates of the policy on `demonstrations`; the loss of each."""
-    return SupervisedRun(learner, demonstrations, lr).steps(steps)
-
-
 @torch.no_grad()
 def copy_backbone(policy: nn.Module, critic: nn.Module) -> None:
     """Overwrite the critic's backbone with the policy's decoder weights (the value head keeps

@@ -61,9 +61,6 @@ class LearnerRank:
             weights["critic"] = self.learner.full_state(self.learner.critic)
         return weights
 
-    def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
-        return self.learner.warm_start(demonstrations, steps, lr)
-
     def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
         self.learner.begin_warm_start(demonstrations, lr)
 
@@ -72,9 +69,6 @@ class LearnerRank:
 
     def end_warm_start(self) -> None:
         self.learner.end_warm_start()
-
-    def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
-        return self.learner.pretrain_critic(trajectories, steps)
 
     def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
         self.learner.begin_critic_pretraining(trajectories)
@@ -136,15 +130,9 @@ class LearnerGroup:
     def set_probes(self, demonstrations: list[Trajectory]) -> None:
         self._get("set_probes", demonstrations)
 
-    def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
-        return self._get("warm_start", demonstrations, steps, lr)
-
-    def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
-        return self._get("pretrain_critic", trajectories, steps)
-
     # A warm start (and critic pre-training) in chunks, for a progress bar between them: the
     # batch and optimizer stay on the ranks from `begin_` to `end_`, so any chunking makes the
-    # same updates as the one-call `warm_start` (`pretrain_critic`).
+    # same updates as `Learner.warm_start` (`Learner.pretrain_critic`) in one call.
     def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
         self._get("begin_warm_start", demonstrations, lr)
 
