@@ -3,7 +3,8 @@
 `reset()` starts a sandbox over the task's workspace and returns the issue as the first
 observation; `step(text)` parses the model's tool call(s) from `text`, runs them, and
 returns what the agent sees next. The episode ends with `terminated=True` when the agent
-calls `finish`, or `truncated=True` when the turn or time limit is hit; either way the
+calls `finish`, or `truncated=True` when the turn or time limit is hit, or (when
+`max_format_errors` is set) after that many malformed replies in a row; either way the
 final diff is graded in a fresh sandbox and the reward is 1.0 when the task is resolved.
 The rollout layer ends episodes on token limits with `truncate()`.
 """
@@ -52,6 +53,8 @@ DIFF_COMMAND = (
 class EpisodeStats:
     turns: int = 0
     format_errors: int = 0
+    format_error_streak: int = 0
+    """Malformed replies in a row (0 after any reply with a well-formed tool call)."""
     tool_errors: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -67,8 +70,13 @@ class ToolEnv:
         max_turns: int | None = None,
         time_limit_s: float | None = None,
         max_output_chars: int = 4000,
+        max_format_errors: int | None = None,
     ) -> None:
+        """`max_format_errors`: end the episode (graded as it stands, `end="format_errors"`)
+        after this many malformed replies in a row; None lets the agent retry until its
+        turns run out, as OpenHands and mini-swe-agent do."""
         self.task = task
+        self.max_format_errors = max_format_errors
         self.sandbox_factory = sandbox_factory or make_sandbox
         self.max_turns = max_turns or task.limits.max_turns
         self.time_limit_s = time_limit_s
@@ -121,9 +129,11 @@ class ToolEnv:
             calls = parse_tool_calls(action, self.task.tools)
         except ToolCallError as exc:
             self.stats.format_errors += 1
+            self.stats.format_error_streak += 1
             info["format_error"] = str(exc)
             observation, finished = f"ERROR: {exc}", False
         else:
+            self.stats.format_error_streak = 0
             parts, finished = [], False
             for call in calls:
                 if call.name == "finish":
@@ -143,9 +153,10 @@ class ToolEnv:
             return observation, reward, True, False, {**info, **grade_info, "end": "finish"}
         out_of_turns = self.stats.turns >= self.max_turns
         out_of_time = self.time_limit_s is not None and time.monotonic() - self.stats.started > self.time_limit_s
-        if out_of_turns or out_of_time:
+        out_of_format = self.max_format_errors is not None and self.stats.format_error_streak >= self.max_format_errors
+        if out_of_turns or out_of_time or out_of_format:
             reward, grade_info = self._finish()
-            end = "max_turns" if out_of_turns else "time_limit"
+            end = "format_errors" if out_of_format else "max_turns" if out_of_turns else "time_limit"
             return observation, reward, False, True, {**info, **grade_info, "end": end}
         return observation, 0.0, False, False, info
 

@@ -4,7 +4,7 @@ Applying the gold patch through the agent's own tools exercises the whole path a
 takes (tool-call parsing, the sandbox, the submission diff, grading); the same actions
 serve as demonstrations for a supervised warm start.
 
-Two styles. `patch` writes the gold patch to a file and runs `git apply`: it handles any
+Three one-turn styles and one multi-turn style. `patch` writes the gold patch to a file and runs `git apply`: it handles any
 patch. `edit` turns each hunk into a `str_replace_editor` call whose `old_str` is the
 smallest run of the hunk's lines that occurs exactly once in the file, the way agents in
 OpenHands-style scaffolds edit (and SWE-Gym's trajectories show): for a one-line fix it is
@@ -12,10 +12,18 @@ a quarter of the patch's tokens, so a small model learns to imitate it in far fe
 and RL has fewer tokens to keep sharp. `auto` uses `edit` when every change of the patch is
 expressible that way (text edits of files present in the workspace, or new files) and
 `patch` otherwise.
+
+`explore` is the long-horizon trajectory an agent takes when the code is not in its prompt,
+one tool call per turn: search for the definition the fix changes (`grep -rn "def name"`),
+view those lines, make each edit, run the tests already in the repository (the task's test
+command without the hidden tests the test patch adds), then `finish`: five turns for a
+one-hunk fix, each answered by the sandbox's real observation.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -24,7 +32,9 @@ from agent_env.tools import ToolCall, format_tool_call
 from tasks import Task
 
 PATCH_FILE = "/tmp/gold.patch"
-GoldStyle = Literal["auto", "edit", "patch"]
+GoldStyle = Literal["auto", "edit", "patch", "explore"]
+VIEW_LINES = 24  # the most lines the `explore` style views around a change (keeps observations short)
+_DEFINITION = re.compile(r"^\s*(?:async\s+)?(def|class)\s+(\w+)")
 
 
 class GoldEditError(ValueError):
@@ -169,10 +179,17 @@ def gold_edit_calls(task: Task, workdir: str = "/workspace") -> list[ToolCall]:
 
 
 def gold_actions(task: Task, workdir: str = "/workspace", style: GoldStyle = "patch") -> list[str]:
-    """Model-text actions that solve the task, then finish: the first action makes the
-    whole change (one or more tool calls), the second calls `finish`."""
+    """Model-text actions that solve the task, one per turn. The one-turn styles: the first
+    action makes the whole change (one or more tool calls), the second calls `finish`;
+    `explore`: see `gold_explore_actions`."""
     if not task.gold_patch:
         raise ValueError(f"task {task.id} has no gold patch")
+    if style == "explore":
+        if "str_replace_editor" not in task.tools or "execute_bash" not in task.tools:
+            raise GoldEditError(
+                f"task {task.id}: the explore style needs the execute_bash and str_replace_editor tools"
+            )
+        return gold_explore_actions(task, workdir)
     finish = format_tool_call(ToolCall("finish", {"message": "Applied the fix."}))
     if style != "patch" and "str_replace_editor" in task.tools:
         try:
@@ -189,3 +206,73 @@ def gold_actions(task: Task, workdir: str = "/workspace", style: GoldStyle = "pa
         marker += "_"
     command = f"cd {workdir} && cat > {PATCH_FILE} <<'{marker}'\n{task.gold_patch.rstrip(chr(10))}\n{marker}\ngit apply {PATCH_FILE} && git status --short"
     return [format_tool_call(ToolCall("execute_bash", {"command": command})), finish]
+
+
+def _enclosing_definition(lines: list[str], line: int) -> tuple[int, str] | None:
+    """(0-based line, "def name" or "class name") of the innermost definition at or above `line`."""
+    for k in range(line, -1, -1):
+        if match := _DEFINITION.match(lines[k]):
+            return k, f"{match.group(1)} {match.group(2)}"
+    return None
+
+
+def visible_test_command(task: Task) -> str | None:
+    """The task's test command restricted to the tests already in its workspace: arguments
+    naming a file the test patch adds (as a path, `path::test` or a dotted module) are
+    dropped, and so is unittest's `-v` (the dots and the verdict are enough). None when no
+    test would be left to run or the workspace is unknown."""
+    if task.workspace is None:
+        return None
+    workspace = Path(task.workspace)
+    hidden = {path for path in task.test_files() if not (workspace / path).exists()}
+    hidden |= {path.removesuffix(".py").replace("/", ".") for path in hidden if path.endswith(".py")}
+    words = shlex.split(task.grading.test_command)
+
+    def names_a_visible_test(word: str) -> bool:
+        target = word.split("::")[0]
+        return (
+            bool(target)
+            and not target.startswith("-")
+            and ((workspace / target).is_file() or (workspace / (target.replace(".", "/") + ".py")).is_file())
+        )
+
+    kept = [word for word in words if word.split("::")[0] not in hidden and not (word == "-v" and "unittest" in words)]
+    if hidden and not any(names_a_visible_test(word) for word in kept):
+        return None  # every test the command names is hidden: running it would run nothing, or everything
+    return shlex.join(kept)
+
+
+def gold_explore_actions(task: Task, workdir: str = "/workspace") -> list[str]:
+    """The `explore` style: search, view, edit (one call per edit), test, finish, one tool
+    call per action. Raises GoldEditError when the fix cannot be written as editor calls."""
+    root = workdir.rstrip("/")
+    edits = gold_edit_calls(task, workdir)
+    actions: list[ToolCall] = []
+    first = edits[0]
+    if first.arguments["command"] == "str_replace":
+        relative = first.arguments["path"][len(root) + 1 :]
+        lines = (Path(task.workspace) / relative).read_text().split("\n")
+        text = "\n".join(lines)
+        start = text[: text.index(first.arguments["old_str"])].count("\n")
+        end = start + first.arguments["old_str"].count("\n")
+        found = _enclosing_definition(lines, start)
+        if found is not None:
+            actions.append(
+                ToolCall("execute_bash", {"command": f"cd {root} && grep -rn {shlex.quote(found[1])} --include=*.py ."})
+            )
+            top = found[0]
+        else:
+            top = max(0, start - 3)
+        top = max(top, end + 2 - VIEW_LINES)  # a long definition: the lines just above the change
+        bottom = min(len(lines), max(end + 3, top + 1), top + VIEW_LINES)
+        actions.append(
+            ToolCall(
+                "str_replace_editor",
+                {"command": "view", "path": first.arguments["path"], "view_range": [top + 1, bottom]},
+            )
+        )
+    actions += edits
+    if check := visible_test_command(task):
+        actions.append(ToolCall("execute_bash", {"command": f"cd {root} && {check}"}))
+    actions.append(ToolCall("finish", {"message": "Fixed the issue; the existing tests pass."}))
+    return [format_tool_call(call) for call in actions]

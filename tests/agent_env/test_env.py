@@ -62,6 +62,19 @@ def test_turn_limit_truncates_and_grades_the_work_so_far():
         assert reward == 1.0  # the fix was already in place when the limit hit
 
 
+def test_a_streak_of_malformed_replies_ends_the_episode_and_grades_the_work_so_far():
+    with ToolEnv(TASK, max_turns=10, max_format_errors=2) as env:
+        env.reset()
+        first, _ = gold_actions(TASK)
+        env.step("garbage")  # one slip, then a good call: the streak starts again
+        env.step(first)
+        _, _, _, truncated, _ = env.step("more garbage")
+        assert not truncated and env.stats.format_error_streak == 1
+        _, reward, terminated, truncated, info = env.step("<tool_call>{broken")
+        assert truncated and not terminated and info["end"] == "format_errors" and info["turns"] == 4
+        assert reward == 1.0 and info["format_errors"] == 3  # the fix was in place: graded as it stands
+
+
 def test_step_after_the_end_is_an_error():
     with ToolEnv(TASK) as env:
         env.reset()
