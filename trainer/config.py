@@ -112,6 +112,11 @@ class RolloutConfig(_Section):
     """Tokens (prompt, actions and observations) per episode before it is truncated."""
     max_observation_chars: int = Field(default=2000, gt=0)
     """Tool output kept per observation (head and tail)."""
+    max_format_errors: int | None = Field(default=None, gt=0)
+    """End an episode (graded as it stands, `end: format_errors`) after this many replies in a
+    row with no well-formed tool call; None: the agent may retry until its turns run out. A
+    small model that slips once writes garbage for every turn after, and RL pushing down
+    those garbage tokens is a large, directionless gradient: the CPU demo sets 1."""
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature; the learner scores tokens at the same temperature."""
     tree: TreeConfig = Field(default_factory=TreeConfig)
@@ -137,7 +142,8 @@ class SAPOConfig(_Section):
 class AlgorithmConfig(_Section):
     name: Literal[tuple(ALGORITHMS)] = "sao"  # type: ignore[valid-type]
     """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
-    decoupled PPO, the critic-free group methods GRPO, Dr.GRPO and DAPO, or SAPO (one model
+    decoupled PPO, the critic-free group methods GRPO, Dr.GRPO and DAPO, `grpo_mask` (GRPO's
+    advantages with SAO's double-sided mask: an ablation of the mask alone), or SAPO (one model
     for policy and value, read through two reserved vocabulary tokens)."""
     group_size: int = Field(default=1, gt=0)
     """Rollouts per task per step. SAO: 1 (a single rollout per prompt); group methods need >= 2."""
@@ -192,10 +198,12 @@ class WarmStartConfig(_Section):
     own tools) before RL; a randomly initialised model solves nothing without them."""
     lr: float = Field(default=3e-3, gt=0)
     """Learning rate of the warm start (its own AdamW)."""
-    style: Literal["auto", "edit", "patch"] = "patch"
-    """How gold trajectories make their change: `edit` as `str_replace_editor` calls (a
-    quarter of the tokens for a one-line fix), `patch` as `git apply` of the gold patch,
-    `auto` as edits where the patch allows it."""
+    style: Literal["auto", "edit", "patch", "explore"] = "patch"
+    """How gold trajectories make their change: `explore` as a multi-turn agent (search for
+    the definition, view it, edit, run the repository's tests, finish: one tool call per
+    turn), `edit` in one turn of `str_replace_editor` calls (a quarter of the tokens of a
+    patch for a one-line fix), `patch` as `git apply` of the gold patch, `auto` as edits
+    where the patch allows it."""
     critic_pretrain_steps: int = Field(default=0, ge=0)
     """Critic-only updates on one batch of episodes before RL starts (SAO's value pre-training)."""
 

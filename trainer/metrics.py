@@ -34,6 +34,9 @@ TRACKERS = {"wandb": "wandb", "mlflow": "mlflow-skinny"}  # tracker: the pip pac
 PLOTTED = (
     ("success_rate", "success rate"),
     ("gold_probability", "P(gold actions) at the training temperature"),
+    ("turns_mean", "turns per episode (mean)"),
+    ("sampled_entropy", "entropy per action token (estimated from the samples)"),
+    ("grad_norm", "policy gradient norm (before clipping)"),
     ("value_loss", "value loss"),
     ("masked_low_fraction", "masked low (r <= 1 - eps_low)"),
     ("masked_high_fraction", "masked high (r >= 1 + eps_high)"),
@@ -198,8 +201,10 @@ def reward_hacks_blocked(trajectories: Iterable) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def plot(metrics_path: Path, out: Path) -> Path:
-    """A PNG of the plotted metrics over steps (fields a run lacks are left out)."""
+def plot(metrics_path: Path, out: Path, summary: dict | None = None) -> Path:
+    """A PNG of the plotted metrics over steps (fields a run lacks are left out) and, when
+    `summary` holds the evaluations, a last panel of evaluation success by the number of
+    turns an episode took, before and after RL."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,17 +212,53 @@ def plot(metrics_path: Path, out: Path) -> Path:
 
     records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
     panels = [(key, title) for key, title in PLOTTED if any(key in r for r in records)] or [("step", "no steps yet")]
-    figure, axes = plt.subplots(len(panels), 1, figsize=(7, 2.0 * max(len(panels), 1)), sharex=True, squeeze=False)
-    for axis, (key, title) in zip(axes[:, 0], panels, strict=True):
+    evaluations = [(when, (summary or {}).get(f"eval_{when}")) for when in ("before", "after")]
+    evaluations = [(when, result) for when, result in evaluations if result and result.get("by_turns")]
+    rows = len(panels) + bool(evaluations)
+    figure, axes = plt.subplots(rows, 1, figsize=(7, 2.0 * max(rows, 1)), squeeze=False)
+    for axis, (key, title) in zip(axes[:, 0], panels, strict=False):
         points = [(r["step"], r[key]) for r in records if key in r]
         axis.plot([p[0] for p in points], [p[1] for p in points], marker=".")
         axis.set_title(title, fontsize=9)
         axis.grid(alpha=0.3)
-    axes[-1, 0].set_xlabel("step")
+    axes[len(panels) - 1, 0].set_xlabel("step")
+    if evaluations:
+        _plot_success_by_turns(axes[-1, 0], evaluations)
     figure.tight_layout()
     figure.savefig(out, dpi=100)
     plt.close(figure)
     return out
+
+
+def _plot_success_by_turns(axis, evaluations: list[tuple[str, dict]]) -> None:
+    """Bars of evaluation success per turn count (before and after RL side by side), each
+    labelled with its episode count."""
+    turn_counts = sorted({int(k) for _, result in evaluations for k in result["by_turns"]})
+    width = 0.8 / len(evaluations)
+    for offset, (when, result) in enumerate(evaluations):
+        xs, heights, counts = [], [], []
+        for index, turns in enumerate(turn_counts):
+            if cell := result["by_turns"].get(str(turns)):
+                xs.append(index + (offset - (len(evaluations) - 1) / 2) * width)
+                heights.append(cell["success_rate"])
+                counts.append(cell["episodes"])
+        bars = axis.bar(xs, heights, width=width, label=f"{when} RL (mean {result.get('turns_mean', 0):.1f} turns)")
+        axis.bar_label(bars, labels=[f"n={n}" for n in counts], fontsize=7)
+    axis.set_xticks(range(len(turn_counts)), [str(t) for t in turn_counts])
+    axis.set_xlabel("turns in the episode")
+    axis.set_ylim(0, 1.15)
+    axis.set_title("evaluation: success by turns per episode", fontsize=9)
+    axis.legend(fontsize=7)
+    axis.grid(alpha=0.3)
+
+
+def sampled_entropy(trajectories) -> float:
+    """The policy's per-token entropy at the sampling temperature, estimated from the
+    episodes themselves: the mean of -log p(token) over every sampled action token (an
+    unbiased estimate of the expected entropy under the behaviour policy, free of any extra
+    forward pass). A policy collapsing onto one answer drives it to 0; 0.0 for no tokens."""
+    values = [-lp for t in trajectories for lp, own in zip(t.logprobs, t.policy_mask, strict=True) if own]
+    return round(sum(values) / len(values), 6) if values else 0.0
 
 
 def step_record(
@@ -235,6 +276,7 @@ def step_record(
             reward_mean=sum(t.reward for t in trajectories) / count,
             success_rate=sum(t.resolved for t in trajectories) / count,
             turns_mean=sum(t.turns for t in trajectories) / count,
+            sampled_entropy=sampled_entropy(trajectories),
             format_errors=sum(t.format_errors for t in trajectories),
             reward_hack_blocked=reward_hacks_blocked(trajectories),
             tokens=tokens,

@@ -70,14 +70,17 @@ def test_fsdp2_nccl_and_bf16_on_one_gpu(tmp_path):
         "m = l.step(fixed_batch()).metrics; assert m['version'] == 1 and m['policy_tokens'] > 0, m; print('ok', m); "
         "distributed.exit_rank()"
     )
-    script = tmp_path / "one_gpu_step.py"
+    result = _run_snippet(tmp_path / "one_gpu_step.py", code, "-m", "torch.distributed.run", "--nproc_per_node=1",
+                          "--master_port=29561")  # fmt: skip
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+
+
+def _run_snippet(script: Path, code: str, *launcher: str) -> subprocess.CompletedProcess:
+    """Run `code` (statements joined by "; ") as a script, with `python *launcher script`."""
     script.write_text(code.replace("; ", "\n"))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", "--master_port=29561", str(script)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-3000:]
+    command = [sys.executable, *launcher, str(script)]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_vllm_on_a_sapo_export_never_samples_the_value_tokens(engine, tmp_path_factory):
@@ -114,3 +117,20 @@ def test_vllm_on_a_sapo_export_never_samples_the_value_tokens(engine, tmp_path_f
 
     with pytest.raises(ValueError, match="2050 vocabulary rows"):
         engine.load_weights(policy.cpu().state_dict(), version=engine.version + 1)
+
+
+def test_a_one_rank_learner_group_trains_on_its_gpu(tmp_path):
+    """`placement.learner_ranks=1` on a GPU machine: the learner actor makes a one-rank NCCL
+    group, so the policy lives on CUDA (not on the actor's CPU, where bf16 would be ignored)."""
+    code = (
+        "import os, torch; from trainer.config import load_config; "
+        "from trainer.orchestrator.learner_group import LearnerRank; "
+        "from tests.trainer.fsdp_worker import fixed_batch; from trainer import distributed; "
+        "config = load_config(None, ['learner.bf16=true']).model_dump(); "
+        "rank = LearnerRank(config, 0, 1, '127.0.0.1:29563', 4); "
+        "device = next(rank.learner.policy.parameters()).device; assert device.type == 'cuda', device; "
+        "m = rank.step(fixed_batch()).metrics; assert m['version'] == 1, m; print('ok', device); "
+        "distributed.exit_rank()"
+    )
+    result = _run_snippet(tmp_path / "one_rank_group.py", code)
+    assert result.returncode == 0 and "ok cuda" in result.stdout, result.stderr[-3000:]

@@ -203,6 +203,17 @@ def test_a_two_rank_learner_group_trains_and_one_rank_resumes_its_checkpoint(tmp
     assert [r["step"] for r in records] == [1, 2] and records[-1]["version"] == 2
 
 
+@needs_bwrap
+def test_a_fresh_run_in_an_old_run_folder_replaces_its_records(tmp_path, ray_cluster):
+    """Training again without `run.resume` writes its own metrics and summary, not the earlier
+    run's with this one's appended (two step-1 records would zigzag the plot)."""
+    common = [f"run.output_dir={tmp_path}", "run.name=again", *SMALL, "run.steps=1", "evaluation.episodes=2"]
+    run_dir = train(load_config(None, common))
+    train(load_config(None, common))
+    assert [r["step"] for r in _records(run_dir)] == [1]
+    assert json.loads((run_dir / "summary.json").read_text())["eval_after"]["episodes"] == 2
+
+
 def _scored_batch() -> list:
     """Four finished trajectories with distinct ids and non-zero rewards (the critic's value
     head starts at 0, so each advantage is its reward); family f1 at even positions, f2 at

@@ -3,8 +3,9 @@
 Each actor is one rank of a torch.distributed process group (gloo on CPU, NCCL on GPU) and
 holds its shard of the policy and critic (`trainer.learner.Learner`). Every call goes to all
 ranks with the same arguments (each rank takes every world-size-th trajectory of a batch,
-and every collective needs all ranks); rank 0's answer is returned. With one rank nothing
-is sharded and no process group is made.
+and every collective needs all ranks); rank 0's answer is returned. One rank on CPU makes no
+process group and shards nothing; one rank with a GPU makes a one-rank NCCL group, so the
+learner lives on its GPU (FSDP2's bf16 mixed precision included) as it does with several.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class LearnerRank:
 
         torch.set_num_threads(threads)  # Ray starts actors with one thread; the learner wants the cores
         mesh = None
-        if world_size > 1:
+        if world_size > 1 or torch.cuda.is_available():  # the learner moves to CUDA only with a mesh
             host, port = address.rsplit(":", 1)
             os.environ.update(MASTER_ADDR=host, MASTER_PORT=port, RANK=str(rank), WORLD_SIZE=str(world_size))
             os.environ["LOCAL_RANK"] = "0"  # Ray gives each actor its own GPU (CUDA_VISIBLE_DEVICES)

@@ -122,6 +122,7 @@ class RolloutWorker:
             sandbox_factory=self.sandbox_factory,
             max_turns=min(s.max_turns, task.limits.max_turns),
             max_output_chars=s.max_observation_chars,
+            max_format_errors=s.max_format_errors,
         )
         engine = _TurnEngine(self, job.version)
         try:

@@ -111,6 +111,8 @@ class AsyncRLRecipe:
             self.summary = read_summary(self.run_dir / "summary.json")
             logger.info("resumed from %s: step %d, version %d", resume, self.schedule.steps_done,
                         self.resumed["version"])  # fmt: skip
+        else:
+            self._start_records_afresh()
         workers = WorkerSpec(
             model=engine_model(config),
             engine=config.model.engine,
@@ -136,6 +138,20 @@ class AsyncRLRecipe:
         )  # fmt: skip
         logger.info("starting %d rollout workers (loading the model in each)", orchestration.rollout_workers)
         self.orchestrator.publish(self.learner.version(), wait=True)  # every worker is up
+
+    def _start_records_afresh(self) -> None:
+        """A run that does not resume writes its own records: an earlier run's metrics,
+        samples and summary in the same folder would otherwise be appended to (duplicate
+        steps in the plot). Its checkpoints are left alone, with a warning."""
+        stale = [self.run_dir / name for name in ("metrics.jsonl", "samples.jsonl", "summary.json")]
+        if found := [path for path in stale if path.exists()]:
+            logger.info("starting afresh in %s: replacing the earlier run's %s", self.run_dir,
+                        ", ".join(path.name for path in found))  # fmt: skip
+            for path in found:
+                path.unlink()
+        if (self.run_dir / "checkpoints").is_dir() and any((self.run_dir / "checkpoints").iterdir()):
+            logger.warning("%s holds an earlier run's checkpoints; this run overwrites them step by step "
+                           "(run.resume=auto continues the earlier run instead)", self.run_dir / "checkpoints")  # fmt: skip
 
     # -- warm start -----------------------------------------------------------------------------
     def warm_start(self) -> None:
@@ -290,7 +306,7 @@ class AsyncRLRecipe:
         if self._progress is not None:
             self._progress.close()
         if (self.run_dir / "metrics.jsonl").exists() and not self.interrupted:  # a resumed run draws it
-            chart = plot(self.run_dir / "metrics.jsonl", self.run_dir / "metrics.png")
+            chart = plot(self.run_dir / "metrics.jsonl", self.run_dir / "metrics.png", self.summary)
             logger.info("run folder: %s  metrics: %s (+ tensorboard/, %s)  checkpoint: %s", self.run_dir,
                         self.run_dir / "metrics.jsonl", chart.name, self.checkpoint)  # fmt: skip
 

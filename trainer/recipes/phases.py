@@ -122,21 +122,32 @@ def reap_sandboxes() -> None:
 
 
 def success_summary(trajectories: list) -> dict:
-    """Episodes, success rate and per-task success of evaluation trajectories."""
+    """Episodes, success rate, per-task success, mean turns per episode, and success by the
+    number of turns an episode took (`by_turns`: turns -> episodes and success rate), of
+    evaluation trajectories."""
     per_task: dict[str, list[bool]] = {}
+    by_turns: dict[int, list[bool]] = {}
     for trajectory in trajectories:
         per_task.setdefault(trajectory.task_id, []).append(trajectory.resolved)
+        by_turns.setdefault(trajectory.turns, []).append(trajectory.resolved)
     solved = sum(sum(v) for v in per_task.values())
+    count = max(len(trajectories), 1)
     return {
         "episodes": len(trajectories),  # fewer than asked when infrastructure failed
-        "success_rate": round(solved / max(len(trajectories), 1), 4),
+        "success_rate": round(solved / count, 4),
         "per_task": {k: round(sum(v) / len(v), 4) for k, v in sorted(per_task.items())},
+        "turns_mean": round(sum(t.turns for t in trajectories) / count, 4),
+        "by_turns": {
+            str(turns): {"episodes": len(v), "success_rate": round(sum(v) / len(v), 4)}
+            for turns, v in sorted(by_turns.items())
+        },
     }
 
 
 def describe(result: dict) -> str:
     solved = round(result["success_rate"] * result["episodes"])
-    return f"{solved}/{result['episodes']} episodes resolved ({result['success_rate']:.2f})"
+    turns = f", {result['turns_mean']:.1f} turns per episode" if "turns_mean" in result else ""
+    return f"{solved}/{result['episodes']} episodes resolved ({result['success_rate']:.2f}){turns}"
 
 
 def read_summary(path: Path) -> dict:
