@@ -159,14 +159,14 @@ def test_value_pretraining_moves_only_the_critic(learner):
     assert learner.version == 0
 
 
-@pytest.mark.parametrize("algorithm", ["sao", "ppo", "decoupled_ppo", "grpo", "dr_grpo", "dapo", "sapo"])
+@pytest.mark.parametrize("algorithm", ["sao", "ppo", "decoupled_ppo", "grpo", "grpo_mask", "dr_grpo", "dapo", "sapo"])
 def test_every_algorithm_is_selectable_by_name_and_trains(algorithm):
     policy = load_policy("tiny", seed=0)
     critic = ValueModel.from_policy(policy)
     if algorithm == "sapo":  # one model: the value is read through two reserved vocabulary rows
         reserve_value_tokens(policy)
     learner = make_learner(policy, critic, algorithm, lr=1e-3)
-    assert (learner.critic is None) == (algorithm in ("grpo", "dr_grpo", "dapo", "sapo"))
+    assert (learner.critic is None) == (algorithm in ("grpo", "grpo_mask", "dr_grpo", "dapo", "sapo"))
     trajectories = [make_trajectory(load_policy("tiny", seed=3), r, s) for s, r in enumerate([1.0, 0.0, 0.0, 1.0])]
     for traj in trajectories:
         traj.group_id = "g"  # one group of four

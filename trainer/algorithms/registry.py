@@ -43,6 +43,11 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "grpo": AlgorithmSpec("grpo", "grpo", None, "group"),
     "dr_grpo": AlgorithmSpec("dr_grpo", "dr_grpo", None, "group"),
     "dapo": AlgorithmSpec("dapo", "grpo", None, "group", dynamic_sampling=True),
+    # An ablation, not a paper's method: GRPO's group-normalised advantages and no critic, with
+    # SAO's double-sided token mask (arXiv 2607.07508) as the policy loss (the same "sao" key,
+    # eps_low/eps_high from the config). Against `sao` (mask + critic) and `grpo` (PPO clip +
+    # groups) it isolates what SAO's mask buys from what its critic buys (issue #16).
+    "grpo_mask": AlgorithmSpec("sao", "grpo", None, "group"),
     "ppo": AlgorithmSpec("ppo", "gae", "separate", "critic", value_loss="clipped"),
     # AReaL (arXiv 2505.24298): decoupled PPO, the proximal policy is the learner's own.
     "decoupled_ppo": AlgorithmSpec("decoupled_ppo", "gae", "separate", "critic", value_loss="clipped"),
