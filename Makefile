@@ -56,7 +56,8 @@ sandbox-image: setup
 reap: setup
 	$(PY) -m sandboxes reap
 
-# On a CUDA machine: the gpu test tier and the GPU benchmark, one table at the end.
+# On a CUDA machine: the gpu test tier, the GPU benchmark and 3 RL steps of
+# configs/train_swe_small_gpu.yaml (MODEL=/path/to/model; docs/gpu.md), one table at the end.
 gpu-check: setup
 	PY=$(PY) bash scripts/gpu_check.sh
 
