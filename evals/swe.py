@@ -437,6 +437,10 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
     tasks = load_task_set(dataset, config.instances or None, repo_cache=config.repo_cache)
     store = RunStore(output)
     is_agent = solver is None and model not in ORACLES  # a model runs (not oracles, nor a predictions file)
+    if is_agent:  # a damaged export stops here, one line naming its first bad file
+        from trainer.inference.models import verify_model_folder  # torch: only when a model runs
+
+        verify_model_folder(model)
     run = {"model": model, "dataset": dataset, "engine": config.engine if is_agent else None, "grader": config.grader}
     run.update(workers=config.workers, sandbox=sandbox, seed=config.seed, max_turns=config.max_turns,
                temperature=config.temperature)  # fmt: skip

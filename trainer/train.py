@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tasks import TaskError
 from trainer.config import ConfigError, TrainConfig, leaf_fields, load_config
+from trainer.inference.manifest import ManifestError
 
 
 def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             train(config)
         except (TaskError, ConfigError) as exc:  # a task source or id, a tracker package: one line
             sys.exit(f"trainer.train: {exc}")
+        except ManifestError as exc:  # a damaged checkpoint or model folder: the file and why
+            sys.exit(f"trainer.train: damaged: {exc}")
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "kept", f"nothing to keep ({config.run.output_dir}/{config.run.name})")
             return interrupted(exc, kept)

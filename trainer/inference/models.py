@@ -22,6 +22,23 @@ def resolve_model_path(name: str) -> str:
     return str(TINY_MODEL) if name == "tiny" else name
 
 
+def verify_model_folder(name: str) -> None:
+    """Refuse a damaged export before loading it (`ManifestError`: the first bad file and why).
+
+    A folder with a `manifest.json` (every export this project writes) must match it; so must
+    a checkpoint's `policy/` folder (its parent holds `state.json` or `dcp/`), whose missing
+    manifest means damage. A hub name, the shipped `tiny` and a foreign Hugging Face folder
+    without a manifest load as they are."""
+    from trainer.inference.manifest import MANIFEST, verify
+
+    folder = Path(resolve_model_path(name))
+    if name == "tiny" or not folder.is_dir():
+        return
+    in_checkpoint = (folder.parent / "state.json").exists() or (folder.parent / "dcp").is_dir()
+    if (folder / MANIFEST).exists() or in_checkpoint:
+        verify(folder)
+
+
 def load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
@@ -30,9 +47,11 @@ def load_tokenizer(name: str):
 
 def load_policy(name: str, *, seed: int = 0, dtype: torch.dtype = torch.float32) -> nn.Module:
     """A causal LM: pretrained weights when the folder or hub name has them, else (the
-    shipped `tiny` config, or a folder with only a config) random weights from `seed`."""
+    shipped `tiny` config, or a folder with only a config) random weights from `seed`.
+    An exported folder is verified against its manifest first (`verify_model_folder`)."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
+    verify_model_folder(name)
     path = resolve_model_path(name)
     folder = Path(path)
     has_weights = not folder.is_dir() or any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))

@@ -2,9 +2,15 @@
 
 A checkpoint folder holds `dcp/` (the sharded training state, policy and critic with their
 optimizers, through torch.distributed.checkpoint), `policy/` (the policy as a Hugging Face
-folder, safetensors, that transformers and vLLM load directly) and `state.json` (the
-counters, SAPO's value-token ids, and the caller's `extra`). It is staged in a hidden
-sibling folder and renamed into place: a complete folder appears, or nothing does.
+folder, safetensors, that transformers and vLLM load directly, with its own manifest) and
+`state.json` (the counters, SAPO's value-token ids, and the caller's `extra`).
+
+Writing and publishing are two acts. `write` (every rank) fills a hidden staging folder
+beside the checkpoint, `.step_NNNNNN.partial`, with the shards; `publish` (only the driver
+that owns the run, after every rank reported its shards written) records `manifest.json`
+(size and sha256 of every file, `trainer.inference.manifest`) and renames the folder into
+place. So a complete, verifiable folder appears or nothing does, and an orphaned rank whose
+driver died can never make a checkpoint visible. `save` does both, for one process.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import torch
 from torch import nn
 
 from trainer import distributed
+from trainer.inference.manifest import write_manifest
 
 if TYPE_CHECKING:
     from trainer.learner.learner import Learner
@@ -56,6 +63,32 @@ def _training_state(learner: Learner) -> dict:
     return state
 
 
+def staging_folder(directory: str | Path) -> Path:
+    """Where the ranks write the checkpoint `directory` before the driver publishes it."""
+    directory = Path(directory)
+    return directory.parent / f".{directory.name}.partial"
+
+
+def prepare(directory: str | Path) -> Path:
+    """An empty staging folder for `directory` (the driver calls this before the ranks write)."""
+    staging = staging_folder(directory)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def publish(directory: str | Path) -> Path:
+    """The owner's act: record the manifest of `directory`'s staged shards, last, and rename
+    the staging folder into place, replacing an older `directory`."""
+    directory = Path(directory)
+    staging = staging_folder(directory)
+    if not (staging / "state.json").is_file():
+        raise CheckpointError(f"checkpoint {directory}: the ranks wrote no state.json to {staging}")
+    write_manifest(staging)
+    _publish(staging, directory)
+    return directory
+
+
 def _publish(staging: Path, directory: Path) -> None:
     """Move a complete `staging` folder to `directory`, replacing an older one."""
     if directory.exists():
@@ -69,15 +102,25 @@ def _publish(staging: Path, directory: Path) -> None:
 
 
 def save(learner: Learner, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
-    """Write `learner`'s checkpoint to `directory` atomically (every rank calls this)."""
+    """Write `learner`'s checkpoint to `directory` and publish it, in one process (a learner
+    without a driver: tests, one-off scripts). Every rank calls this."""
+    if distributed.rank() == 0:
+        prepare(directory)
+    distributed.barrier()
+    write(learner, directory, extra, tokenizer)
+    if distributed.rank() == 0:
+        publish(directory)
+    distributed.barrier()
+    return Path(directory)
+
+
+def write(learner: Learner, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
+    """Write `learner`'s shards into `directory`'s staging folder (made by `prepare`), every
+    rank its own; rank 0 adds the Hugging Face export (with its manifest) and `state.json`.
+    Publishes nothing: that is `publish`, the driver's. Returns the staging folder."""
     import torch.distributed.checkpoint as dcp
 
-    directory = Path(directory)
-    staging = directory.parent / f".{directory.name}.partial"
-    if distributed.rank() == 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-    distributed.barrier()
+    staging = staging_folder(directory)
     with warnings.catch_warnings():  # single-process saves are intended, not a mistake
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
         dcp.save(_training_state(learner), checkpoint_id=str(staging / "dcp"))
@@ -103,10 +146,10 @@ def save(learner: Learner, directory: str | Path, extra: dict | None = None, tok
         if learner.value_token_ids is not None:  # a resumed run must read values from the same rows
             state["value_token_ids"] = list(learner.value_token_ids)
         state.update(extra or {})
+        write_manifest(staging / "policy")  # the export verifies itself when loaded alone
         (staging / "state.json").write_text(json.dumps(state, indent=2))
-        _publish(staging, directory)
     distributed.barrier()
-    return directory
+    return staging
 
 
 def load(learner: Learner, directory: str | Path) -> dict:

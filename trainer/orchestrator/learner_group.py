@@ -83,8 +83,12 @@ class LearnerRank:
     def has_critic(self) -> bool:
         return self.learner.critic is not None
 
-    def save(self, directory: str, extra: dict) -> str:
-        return str(self.learner.save(directory, extra=extra, tokenizer=self.tokenizer))
+    def write_checkpoint(self, directory: str, extra: dict) -> str:
+        """This rank's shards of the checkpoint `directory`, into its staging folder; the
+        driver publishes it (`trainer.learner.checkpoint`)."""
+        from trainer.learner import checkpoint
+
+        return str(checkpoint.write(self.learner, directory, extra, self.tokenizer))
 
     def load(self, directory: str) -> dict:
         return self.learner.load(directory)
@@ -156,7 +160,15 @@ class LearnerGroup:
         self._get("end_critic_pretraining")
 
     def save(self, directory: str, extra: dict) -> str:
-        return self._get("save", directory, extra)
+        """A checkpoint at `directory`: the ranks write their shards into a hidden staging
+        folder; once all of them reported, this process (the driver that owns the run) writes
+        the manifest and renames the folder into place. A rank left running after its driver
+        died never publishes anything."""
+        from trainer.learner import checkpoint
+
+        checkpoint.prepare(directory)
+        self._get("write_checkpoint", directory, extra)  # every rank's shards are written
+        return str(checkpoint.publish(directory))
 
     def load(self, directory: str) -> dict:
         return self._get("load", directory)

@@ -34,6 +34,7 @@ import yaml
 
 from sandboxes.console import rearm
 from trainer.config import TrainConfig
+from trainer.inference.manifest import MANIFEST
 from trainer.inference.models import load_tokenizer
 from trainer.inference.rollout import ChatFormat
 from trainer.metrics import MetricsWriter, plot, require_tracker, step_record
@@ -82,6 +83,8 @@ class AsyncRLRecipe:
         when needed), Ray, the learner group (resumed when asked), the schedule and workers."""
         from trainer.build import engine_model
         from trainer.build import sandbox_factory as backend_factory
+        from trainer.inference.manifest import verify
+        from trainer.inference.models import verify_model_folder
         from trainer.orchestrator.learner_group import LearnerGroup
         from trainer.orchestrator.loop import Orchestrator, WorkerSpec, latest_checkpoint, start_ray
 
@@ -91,7 +94,14 @@ class AsyncRLRecipe:
         require_tracker(config.run.tracker)
         tasks = load_tasks(config)
         self.tasks = tasks
-        resume = latest_checkpoint(self.run_dir) if config.run.resume == "auto" else config.run.resume
+        verify_model_folder(config.model.name)  # a damaged export: one line here, not in every actor
+        if config.run.resume == "auto":  # the newest that verifies; each damaged one skipped with a line
+            resume = latest_checkpoint(self.run_dir)
+        elif config.run.resume:  # an explicit checkpoint must verify: ManifestError, one line
+            resume = config.run.resume
+            verify(resume)
+        else:
+            resume = None
         self.factory = self.sandbox_factory or backend_factory(config.tasks.sandbox_backend)
         placement, orchestration = config.placement, config.orchestrator
         logger.info("starting Ray: %d rollout workers, %d learner rank(s)", orchestration.rollout_workers,
@@ -257,7 +267,7 @@ class AsyncRLRecipe:
         done = self.schedule.steps_done if self.schedule is not None else 0
         kept = f"{done} of {self.config.run.steps} steps finished ({self.run_dir}; "
         if checkpoint is None:
-            latest = latest_checkpoint(self.run_dir)
+            latest = latest_checkpoint(self.run_dir, verify=False)  # stopping: no time to hash
             kept += f"no checkpoint saved: {why}" + (f"; the newest is {latest.name}" if latest else "")
         again = "again" if self.config.run.resume == "auto" else "with run.resume=auto"
         return (
@@ -285,7 +295,7 @@ class AsyncRLRecipe:
         if done == 0:
             return None, "no learner step had finished"
         folder = self.run_dir / "checkpoints" / f"step_{done:06d}"
-        return (folder if (folder / "state.json").is_file() else self.save(done)), ""
+        return (folder if (folder / MANIFEST).is_file() else self.save(done)), ""
 
     def close(self) -> None:
         """Stop workers and learner, shut Ray down if this recipe started it, close metrics

@@ -151,6 +151,7 @@ def export_with_value_tokens(model: str, folder: str | Path, *, seed: int = 0) -
     starts from them (same loader and seed), in the checkpoint's own dtype."""
     import torch
 
+    from trainer.inference.manifest import write_manifest
     from trainer.inference.models import load_policy, load_tokenizer, reserve_value_tokens, resolve_model_path
 
     folder = Path(folder)
@@ -169,6 +170,7 @@ def export_with_value_tokens(model: str, folder: str | Path, *, seed: int = 0) -
     shutil.rmtree(partial, ignore_errors=True)
     policy.save_pretrained(partial)
     tokenizer.save_pretrained(partial)
+    write_manifest(partial)  # the export verifies itself when loaded
     folder.parent.mkdir(parents=True, exist_ok=True)
     try:
         partial.rename(folder)  # atomic: a reader sees a complete export or none
