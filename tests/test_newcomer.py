@@ -225,7 +225,15 @@ def test_interrupted_training_saves_the_last_step_and_stops_ray(tmp_path, scratc
 
 # -- --help -------------------------------------------------------------------------------------
 
-ENTRY_POINTS = ["trainer.train", "trainer.checkpoints", "evals.swe", "evals.compare", "evals.view", "tasks", "sandboxes"]
+ENTRY_POINTS = [
+    "trainer.train",
+    "trainer.checkpoints",
+    "evals.swe",
+    "evals.compare",
+    "evals.view",
+    "tasks",
+    "sandboxes",
+]
 BENCHES = sorted(f"bench.{p.stem}" for p in (ROOT / "bench").glob("*.py") if p.stem not in ("__init__", "common"))
 
 
