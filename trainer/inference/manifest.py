@@ -71,7 +71,11 @@ def problems(folder: str | Path) -> list[Problem]:
         return [Problem(".", "no such folder")]
     path = folder / MANIFEST
     if not path.is_file():
-        return [Problem(MANIFEST, "missing: the folder was never completed")]
+        return [
+            Problem(
+                MANIFEST, "missing: the folder was never completed (or was written before checkpoints had manifests)"
+            )
+        ]
     try:
         listed = json.loads(path.read_text())["files"]
         entries = {str(name): (int(entry["size"]), str(entry["sha256"])) for name, entry in listed.items()}
