@@ -111,7 +111,7 @@ def interrupts(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> It
     try:
         yield
     finally:
-        _State.active = 0
+        _State.active, _State.raised = 0, None
         for number, handler in previous.items():
             signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 
@@ -144,8 +144,11 @@ def deferred() -> Iterator[None]:
 
 
 def exit_status(exc: BaseException) -> int:
-    """128 + the signal: 130 for Ctrl-C (a plain KeyboardInterrupt too), 143 for SIGTERM."""
-    return 128 + getattr(exc, "signum", signal.SIGINT)
+    """128 + the signal: 130 for Ctrl-C (a plain KeyboardInterrupt too), 143 for SIGTERM.
+    A library may turn our `Interrupted` into a plain KeyboardInterrupt (Ray's `ray.get`
+    does, when the signal arrives while it waits): inside `interrupts()`, the signal it
+    raised still decides, so SIGTERM stays 143."""
+    return 128 + (getattr(exc, "signum", None) or _State.raised or signal.SIGINT)
 
 
 def interrupted(exc: BaseException, kept: str) -> int:

@@ -40,6 +40,16 @@ def test_sigterm_is_an_interrupt_and_the_handlers_come_back():
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
+def test_sigterm_stays_143_when_a_library_reraises_it_as_a_plain_keyboard_interrupt():
+    """Ray's `ray.get` answers our `Interrupted` with a KeyboardInterrupt of its own (no
+    signum) when the signal lands while it waits; the exit status must still say SIGTERM."""
+    with interrupts():
+        with pytest.raises(Interrupted):
+            signal.raise_signal(signal.SIGTERM)
+        assert exit_status(KeyboardInterrupt()) == 143
+    assert exit_status(KeyboardInterrupt()) == 130  # outside the block: a plain Ctrl-C
+
+
 def test_a_second_signal_while_stopping_is_ignored(capsys):
     with interrupts():
         with pytest.raises(Interrupted) as info:
