@@ -251,8 +251,8 @@ def gold_explore_actions(task: Task, workdir: str = "/workspace") -> list[str]:
     first = edits[0]
     if first.arguments["command"] == "str_replace":
         relative = first.arguments["path"][len(root) + 1 :]
-        lines = (Path(task.workspace) / relative).read_text().split("\n")
-        text = "\n".join(lines)
+        text = (Path(task.workspace) / relative).read_text()
+        lines = text.split("\n")
         start = text[: text.index(first.arguments["old_str"])].count("\n")
         end = start + first.arguments["old_str"].count("\n")
         found = _enclosing_definition(lines, start)

@@ -71,6 +71,16 @@ ENTROPY_RATIO = 0.2
 NO_SIGNAL_SHARE = 0.5
 """`diagnose`: at least this share of episodes in all-equal groups (DAPO's filter) is no signal."""
 
+
+def method_settings(method: str, episodes: int) -> list[str]:
+    """One method's overrides at `episodes` episodes per step: its algorithm, groups of
+    `GROUP_SIZE` rollouts of `episodes // GROUP_SIZE` tasks for the group methods (no critic),
+    one rollout of `episodes` tasks otherwise, each with its own paper's loss aggregation."""
+    group = GROUP_SIZE if method in GROUPED else 1
+    return [*METHODS[method], f"algorithm.group_size={group}", f"orchestrator.episodes_per_step={episodes // group}",
+            *COMMON]  # fmt: skip
+
+
 Runner = Callable[[str, float, int], dict]
 """`runner(method, lr, seed)`: train one run, return its `run_figures` (plus anything to record)."""
 
@@ -259,12 +269,10 @@ class TrainingRunner:
 
     def __call__(self, method: str, lr: float, seed: int) -> dict:
         policy = self.warm_start(seed)
-        groups = self.base.orchestrator.episodes_per_step // (GROUP_SIZE if method in GROUPED else 1)
-        grouping = [f"algorithm.group_size={GROUP_SIZE if method in GROUPED else 1}"]
         run = self._train(
             f"{method}-lr{lr:g}-s{seed}",
             [f"run.seed={seed}", *self.steps, f"model.name={policy}", "warm_start.steps=0", f"learner.lr={lr}",
-             f"orchestrator.episodes_per_step={groups}", *grouping, *COMMON, *METHODS[method]],
+             *method_settings(method, self.base.orchestrator.episodes_per_step)],
         )  # fmt: skip
         records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}

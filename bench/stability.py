@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from bench.common import RESULTS, report
-from bench.learning import COMMON, GROUP_SIZE, GROUPED, METHODS, TrainingRunner
+from bench.learning import METHODS, TrainingRunner, method_settings
 
 logger = logging.getLogger(__name__)
 
@@ -247,16 +247,6 @@ def finished(run_dir: Path, steps: int) -> bool:
     """A run is done when its final checkpoint is complete and its metrics reach `steps`."""
     done = (run_dir / "checkpoints" / f"step_{steps:06d}" / "state.json").is_file()
     return done and (steps == 0 or any(r.get("step") == steps for r in read_records(run_dir)))
-
-
-def method_settings(method: str, episodes: int) -> list[str]:
-    """One method's settings as `bench.learning` gives them: its algorithm, groups of
-    `GROUP_SIZE` rollouts for the group methods (no critic) at `episodes // GROUP_SIZE` tasks
-    per step, one rollout of `episodes` tasks otherwise (so every method plays `episodes`
-    episodes per step), each with its own paper's loss aggregation (`COMMON`)."""
-    group = GROUP_SIZE if method in GROUPED else 1
-    return [*METHODS[method], f"algorithm.group_size={group}", f"orchestrator.episodes_per_step={episodes // group}",
-            *COMMON]  # fmt: skip
 
 
 def run_dir(args: argparse.Namespace, method: str) -> Path:

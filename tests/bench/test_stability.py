@@ -120,7 +120,7 @@ def test_a_run_is_finished_with_its_final_checkpoint_and_metrics(tmp_path, check
 
 
 def test_every_method_plays_the_same_episodes_per_step():
-    from bench.stability import method_settings
+    from bench.learning import method_settings
 
     grpo = method_settings("grpo", 8)
     assert "algorithm.group_size=2" in grpo and "orchestrator.episodes_per_step=4" in grpo
