@@ -27,6 +27,20 @@ class SandboxError(RuntimeError):
     """
 
 
+def copy_problem(source: Path, target: Path, stderr: str) -> str:
+    """One line for a failed copy of `source` (a workspace, an environment) to `target`:
+    cp's first line of complaint only (a folder changing under cp makes one line per
+    file), and what to do. A cached folder that changes while it is copied is the usual
+    cause (a build still writing to it), and deleting it has it built again."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    first = lines[0] if lines else "no message"
+    more = f"; {len(lines) - 1} more line(s)" if len(lines) > 1 else ""
+    return (
+        f"could not copy {source} to {target} ({first}{more}): was it changing while copied? "
+        f"Delete {source} to have it rebuilt, and run again"
+    )
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """What one command did.

@@ -51,7 +51,7 @@ from typing import Literal
 
 from sandboxes import reaper
 from sandboxes._channel import SupervisedSandbox
-from sandboxes.base import SandboxError, SandboxSpec
+from sandboxes.base import SandboxError, SandboxSpec, copy_problem
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.py"
@@ -123,7 +123,9 @@ def _run(args: list[str], what: str) -> None:
 def _copy_tree(src: Path, dst: Path) -> None:
     # cp -a keeps modes, symlinks, timestamps, xattrs (overlay's opaque marks) and device
     # nodes (its whiteouts); reflinks make it copy-on-write where the filesystem can.
-    _run(["cp", "-a", "--reflink=auto", f"{src}/.", str(dst)], f"could not copy {src}")
+    result = subprocess.run(["cp", "-a", "--reflink=auto", f"{src}/.", str(dst)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SandboxError(copy_problem(src, dst, result.stderr or f"cp exited {result.returncode}"))
 
 
 class _Layer:

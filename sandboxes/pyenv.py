@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandboxes.base import DEFAULT_IMAGE, Mount, SandboxError, SandboxLimits, SandboxSpec
+from sandboxes.base import DEFAULT_IMAGE, Mount, SandboxError, SandboxLimits, SandboxSpec, copy_problem
 from sandboxes.images import BuildRecipe, Copy, PythonEnv, SandboxDefinition, build
 
 logger = logging.getLogger(__name__)
@@ -376,7 +376,7 @@ def _prepare_local(
 def _copy(source: Path, target: Path) -> None:
     result = subprocess.run(["cp", "-a", "--reflink=auto", f"{source}/.", str(target)], capture_output=True, text=True)
     if result.returncode != 0:
-        raise SandboxError(f"could not copy {source} to {target}: {result.stderr.strip()}")
+        raise SandboxError(copy_problem(source, target, result.stderr))
 
 
 def _build_local(

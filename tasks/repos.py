@@ -15,11 +15,18 @@ A workspace is a fresh git repository with one commit whose tree is the tree at 
 and no objects of other commits to dig up. Optional edits (shell steps run in the checkout
 before that commit, e.g. the harness's `sed` on `tox.ini`) become part of it. Workspaces are
 cached under `$AGENTIC_RL_CACHE/workspaces/git` by (repository, commit, edits).
+
+A cached workspace is complete and never changes once it is there, since sandboxes copy
+it at any time: it is built in a staging folder with git's automatic gc off (`NO_AUTO_GC`:
+a detached `git gc --auto` after the commit would still be repacking it when it is
+copied) and published by one rename. Processes sharing a cache take a file lock per
+workspace, so that one builds it and the others wait and reuse it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -28,7 +35,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from tasks.spec import GIT_ENV, IGNORED_IN_WORKSPACE, TaskError, workspace_cache_dir
+from tasks.spec import GIT_ENV, IGNORED_IN_WORKSPACE, NO_AUTO_GC, TaskError, workspace_cache_dir
 
 # Build outputs an install leaves in a checkout; ignored in workspaces (through
 # .git/info/exclude, not the tree) so that they never show in an agent's diff.
@@ -48,7 +55,7 @@ def clone_candidates(cache: Path, repo: str) -> list[Path]:
 
 
 def _git(args: list[str], *, cwd: Path | None = None, env: dict | None = None, check_what: str = "") -> str:
-    result = subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, text=True)
+    result = subprocess.run(["git", *NO_AUTO_GC, *args], cwd=cwd, env=env, capture_output=True, text=True)
     if result.returncode != 0 and check_what:
         raise TaskError(f"{check_what}: git {args[0]} failed: {result.stderr.strip()}")
     return result.stdout if result.returncode == 0 else ""
@@ -109,6 +116,25 @@ def checkout_workspace(
     if (target / ".git").is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(target.parent / f".{target.name}.lock"):
+        if not (target / ".git").is_dir():  # not built by whoever held the lock before
+            _build_workspace(clone, commit, target, edits, where)
+    return target
+
+
+@contextlib.contextmanager
+def _build_lock(path: Path):
+    """An exclusive lock on `path` while held (released by the kernel if the holder dies)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_workspace(clone: Path, commit: str, target: Path, edits: tuple[str, ...], where: str) -> None:
+    """Build the workspace in a staging folder beside `target` and rename it into place."""
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         git_dir = _git(["-C", str(clone), "rev-parse", "--absolute-git-dir"], check_what=f"{where}: {clone}").strip()
@@ -131,8 +157,7 @@ def checkout_workspace(
         ):
             _git(args, cwd=staging, env=env, check_what=f"{where}: making the workspace")
         (staging / ".git" / "info" / "exclude").write_text(IGNORED_IN_WORKSPACE + BUILD_OUTPUTS)
-        with contextlib.suppress(OSError):  # another process made it first
+        with contextlib.suppress(OSError):  # made by a process that took no lock
             staging.rename(target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target

@@ -39,6 +39,10 @@ GIT_ENV = {
     "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
 }
 IGNORED_IN_WORKSPACE = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+# Config for every git command that builds a workspace: git's automatic gc (and the
+# maintenance that runs it) would otherwise detach after `git commit` of a large tree and
+# repack `.git/objects` while the published workspace is already being copied.
+NO_AUTO_GC = ("-c", "gc.auto=0", "-c", "gc.autoDetach=false", "-c", "maintenance.auto=false")
 
 
 class TaskError(ValueError):
@@ -232,7 +236,7 @@ def prepare_workspace(task: Task) -> Path:
     shutil.copytree(task.workspace, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, **GIT_ENV}
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "--no-gpg-sign", "-m", "base"]):
-        result = subprocess.run(["git", *args], cwd=staging, env=env, capture_output=True, text=True)
+        result = subprocess.run(["git", *NO_AUTO_GC, *args], cwd=staging, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             shutil.rmtree(staging, ignore_errors=True)
             raise TaskError(f"task {task.id}: git {args[0]} failed: {result.stderr.strip()}")
