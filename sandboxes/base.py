@@ -27,6 +27,15 @@ class SandboxError(RuntimeError):
     """
 
 
+OFFLINE_HOSTS = (
+    "127.0.0.1\tlocalhost localhost.localdomain\n"
+    "::1\tlocalhost localhost.localdomain ip6-localhost ip6-loopback\n"
+    "127.0.1.1\tsandbox\n"
+)
+"""/etc/hosts of a sandbox without network: the loopback names (and the sandbox's hostname)
+resolve, as in the official harness's containers; tests bind servers to `localhost`."""
+
+
 def copy_problem(source: Path, target: Path, stderr: str) -> str:
     """One line for a failed copy of `source` (a workspace, an environment) to `target`:
     cp's first line of complaint only (a folder changing under cp makes one line per

@@ -670,6 +670,30 @@ def check_fresh_exec_exit_codes(h: Harness) -> None:
         _equal(sb.exec("echo still").output, "still\n")
 
 
+def check_loopback_names_resolve_without_network(h: Harness) -> None:
+    """Tests bind servers to `localhost` (django's `WSGIServer(("localhost", 0))`): the
+    loopback names resolve in a sandbox with no network, as they do in the official
+    harness's containers."""
+    program = (
+        "import socket\n"
+        "s = socket.socket(); s.bind(('localhost', 0)); print('bound', s.getsockname()[0])\n"
+        "for name in ('localhost', 'localhost.localdomain', '127.0.0.1', '::1'):\n"
+        "    infos = socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)\n"
+        "    print(name, sorted({info[4][0] for info in infos}))\n"
+    )
+    with h.sandbox() as sb:
+        sb.write_file("/tmp/loopback.py", program)
+        result = sb.exec("python3 /tmp/loopback.py")
+    _equal(
+        result.output,
+        "bound 127.0.0.1\n"
+        "localhost ['127.0.0.1', '::1']\n"
+        "localhost.localdomain ['127.0.0.1', '::1']\n"
+        "127.0.0.1 ['127.0.0.1']\n"
+        "::1 ['::1']\n",
+    )
+
+
 CHECKS: dict[str, Callable[[Harness], None]] = {
     name.removeprefix("check_"): fn for name, fn in globals().items() if name.startswith("check_")
 }

@@ -61,7 +61,7 @@ import requests.exceptions
 
 from sandboxes import reaper
 from sandboxes._channel import SupervisedSandbox
-from sandboxes.base import DEFAULT_IMAGE, ExecResult, SandboxError, SandboxSpec
+from sandboxes.base import DEFAULT_IMAGE, OFFLINE_HOSTS, ExecResult, SandboxError, SandboxSpec
 
 SUPERVISOR_SOURCE = Path(__file__).with_name("_supervisor.py").read_text()
 BASE_DEFINITION = Path(__file__).with_name("images") / "base.yaml"
@@ -301,6 +301,17 @@ def _tar_chunks(root: Path, workdir: str, uid: int, gid: int) -> Iterator[bytes]
                 buffer.seek(0)
                 buffer.truncate()
     yield buffer.getvalue()
+
+
+def _file_tar(name: str, text: str) -> bytes:
+    """A tar archive of one root-owned, world-readable file."""
+    buffer = io.BytesIO()
+    data = text.encode()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def workspace_image(engine: docker.DockerClient, base: Any, workspace: Path, workdir: str, user: str) -> str:
@@ -611,6 +622,8 @@ class DockerSandbox(SupervisedSandbox):
         self._finalizer = weakref.finalize(
             self, _teardown, self._engine, self.container_id, None, self._fork_image, os.getpid()
         )
+        if not spec.network:  # the engine leaves /etc/hosts empty: loopback names must resolve
+            api.put_archive(self.container_id, "/etc", _file_tar("hosts", OFFLINE_HOSTS))
         sock = api.attach_socket(self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self._transport = _AttachTransport(sock, self._describe)
         self._finalizer.detach()

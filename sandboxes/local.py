@@ -51,7 +51,7 @@ from typing import Literal
 
 from sandboxes import reaper
 from sandboxes._channel import SupervisedSandbox
-from sandboxes.base import SandboxError, SandboxSpec, copy_problem
+from sandboxes.base import OFFLINE_HOSTS, SandboxError, SandboxSpec, copy_problem
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.py"
@@ -304,6 +304,8 @@ class LocalSandbox(SupervisedSandbox):
             "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
         )
         (self._root / "group").write_text(f"root:x:0:\nsandbox:x:{self.uid}:\nnogroup:x:65534:\n")
+        (self._root / "hosts").write_text(OFFLINE_HOSTS)
+        (self._root / "host.conf").write_text("multi on\n")
 
     def _program(self, state: dict | None) -> list[str]:
         spec = self.spec
@@ -390,6 +392,10 @@ class LocalSandbox(SupervisedSandbox):
         if spec.network:
             for path in HOST_NETWORK_FILES:
                 args += ["--ro-bind-try", path, path]
+        else:  # the host's would name hosts the sandbox cannot reach; loopback names must resolve
+            # `multi on`: a name listed twice (localhost: IPv4 and IPv6) gives every address.
+            args += ["--ro-bind", str(self._root / "hosts"), "/etc/hosts"]
+            args += ["--ro-bind", str(self._root / "host.conf"), "/etc/host.conf"]
         args += self._mount_args()
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
