@@ -87,6 +87,101 @@ def network_error(log: str) -> str | None:
     return None
 
 
+# Failure reports in a test log: pytest's `____ Class.test ____` blocks (outside its PASSES
+# section, which shows what passing tests printed), unittest's and django's
+# `FAIL: test (module.Class)` blocks, and pytest's `FAILED id - message` summary lines.
+_SECTION = re.compile(r"^={3,}(?: (.*?) )?={3,}$")
+_BLOCK_HEADER = re.compile(r"^_{2,} (?:(?:ERROR|FAILURE) at (?:setup|teardown|call) of )?(.+?) _{2,}$")
+_UNITTEST_HEADER = re.compile(r"^(?:FAIL|ERROR): (.+)$")
+_SUMMARY_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)(?: - (.*))?$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAN = re.compile(r"^Ran \d+ tests? in ")
+
+
+def failure_reports(log: str) -> list[tuple[str, str]]:
+    """(header, text) of each test's failure report in `log`, in order. The header is what
+    names the test: pytest's `Class.test[param]`, or unittest's `test (module.Class)` line
+    and, for a test with a docstring, that line and the docstring's first line."""
+    reports: list[tuple[str, str]] = []
+    header: list[str] | None = None
+    body: list[str] = []
+    in_header = False  # unittest: the header lasts until its dashed line
+    section = ""
+
+    def close() -> None:
+        if header is not None:
+            reports.append(("\n".join(header), "\n".join(body)))
+
+    for raw in log.splitlines():
+        line = _ANSI.sub("", raw).rstrip()
+        if (section_match := _SECTION.match(line)) or _RAN.match(line):
+            close()
+            header, body, in_header = None, [], False
+            section = (section_match[1] or "") if section_match else section
+            continue
+        block = _BLOCK_HEADER.match(line)
+        if block and section != "PASSES":
+            close()
+            header, body, in_header = [block[1]], [], False
+            continue
+        unittest = _UNITTEST_HEADER.match(line)
+        if unittest and header is None:
+            header, body, in_header = [unittest[1]], [], True
+            continue
+        if header is None:
+            continue
+        if in_header:
+            if re.match(r"^-{3,}$", line):
+                in_header = False
+            else:
+                header.append(line.strip())
+            continue
+        body.append(line)
+    close()
+    return reports
+
+
+def _names_of(test: str) -> set[str]:
+    """How failure reports may name `test`: pytest's `Class.test` for `path::Class::test`,
+    unittest's `test (module.Class)` and `test (module.Class.test)` (Python 3.11+) for
+    `test (module.Class)` (SWE-bench's django ids) or `module.Class.test` (built-in tasks')."""
+    names = {test}
+    if "::" in test:
+        names.add(".".join(test.split("::")[1:]))
+    if unittest := re.match(r"^(\w+) \(([\w.]+)\)$", test):
+        names |= {f"{unittest[1]} ({unittest[2]})", f"{unittest[1]} ({unittest[2]}.{unittest[1]})"}
+    elif re.match(r"^[\w.]+\.\w+$", test):
+        where, _, name = test.rpartition(".")
+        names |= {f"{name} ({where})", f"{name} ({test})"}
+    return names
+
+
+def failure_text(log: str, test: str) -> str:
+    """What `log` says about `test`'s failure: its failure reports and summary lines."""
+    names = _names_of(test)
+    texts = [
+        body
+        for header, body in failure_reports(log)
+        if names.intersection(h.strip() for h in header.split("\n")) or header.endswith(f":{test}")
+    ]
+    for raw in log.splitlines():
+        summary = _SUMMARY_LINE.match(_ANSI.sub("", raw).strip())
+        if summary and summary[1] == test:
+            texts.append(summary[2] or "")
+    return "\n".join(texts)
+
+
+def network_failure(log: str, statuses: dict[str, str], required: list[str] | tuple[str, ...]) -> str | None:
+    """`test: line` for the first required test that failed (FAILED or ERROR) with a network
+    error in its own failure report, else None. Only that makes a row not gradable offline:
+    a passing test may log a refused connection, and a test nobody requires may need the
+    network, without saying anything about the tests that decide the verdict."""
+    for test in required:
+        if statuses.get(test) in (FAILED, ERROR) and (line := network_error(failure_text(log, test))):
+            return f"{test}: {line}"
+    return None
+
+
 class GradingError(RuntimeError):
     """Grading could not reach a verdict for reasons outside the agent's patch
     (infrastructure, or a broken task); the message names the task."""
@@ -486,7 +581,9 @@ __all__ = [
     "describe",
     "grade_patch",
     "guarded_command",
+    "failure_reports",
     "network_error",
+    "network_failure",
     "protection_rule",
     "read_guard",
     "sandbox_spec_for",

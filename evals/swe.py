@@ -38,6 +38,7 @@ import threading
 import time
 import weakref
 from collections import Counter
+from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -45,7 +46,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agent_env import GradingError, needs_environment, network_error, prepare_environments
+from agent_env import GradingError, needs_environment, network_failure, prepare_environments
 from evals.config import GRADERS, ConfigError, EvalConfig, config_from_argv
 from evals.grading import verdict
 from evals.official import HarnessCheck, OfficialVerdict, check_harness, run_harness
@@ -123,6 +124,13 @@ def _base_record(task: Task) -> dict:
     return {"instance_id": task.id, "repo": task.repo or task.family, "difficulty": task.difficulty}
 
 
+def listed_failures(failed: Sequence[str], missing: Sequence[str]) -> dict[str, list[str]]:
+    """`failed_tests` (named in the log with a failing status) and `missing_tests` (not in
+    the log at all) of a record: SWE-bench counts a missing test among the failures, but a
+    report lists each test once, under what happened to it."""
+    return {"failed_tests": [t for t in failed if t not in missing], "missing_tests": list(missing)}
+
+
 def _grade_fields(task: Task, attempt: Attempt) -> dict:
     """The project grader's result under SWE-bench's rule (`evals.grading.verdict`)."""
     grade = attempt.grade
@@ -136,8 +144,7 @@ def _grade_fields(task: Task, attempt: Attempt) -> dict:
     fields = {
         "resolved": result.resolved and not forged,
         "grader": "project",
-        "failed_tests": list(result.failed),
-        "missing_tests": list(result.missing),
+        **listed_failures(result.failed, result.missing),
     }
     if result.ignored:
         fields["ignored_tests"] = list(result.ignored)
@@ -147,8 +154,9 @@ def _grade_fields(task: Task, attempt: Attempt) -> dict:
         fields["note"] = "; ".join(grade.problems) or ", ".join(forged)
     if grade.resolved != fields["resolved"]:  # agent_env's stricter rule (see evals.grading)
         fields["agent_env_resolved"] = grade.resolved
-    if not result.resolved and (line := network_error(grade.log)):
-        fields["network_error"] = line  # a test reached for the network: see evals.validate
+    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    if not result.resolved and (line := network_failure(grade.log, grade.statuses, required)):
+        fields["network_error"] = line  # a required test failed on the network: see evals.validate
     return fields
 
 
@@ -355,10 +363,11 @@ def _apply_official(record: dict, official: OfficialVerdict) -> dict:
     elif official.note:
         final["note"] = official.note
     if official.tests_status:
-        final["failed_tests"] = [
+        failures = [
             *official.tests_status.get("FAIL_TO_PASS", {}).get("failure", []),
             *official.tests_status.get("PASS_TO_PASS", {}).get("failure", []),
         ]
+        final.update(listed_failures(failures, record.get("missing_tests", [])))
     final["official_log_dir"] = official.log_dir
     return final
 

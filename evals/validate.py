@@ -4,9 +4,10 @@ Every instance is run once with its gold patch. Each one that is not resolved is
 `reruns` more times: when its outcomes differ across runs it is flaky, and is quarantined
 (written to `quarantine.json`, left out of the resolved rate, listed in the report); when
 it fails every time, the gold patch does not resolve it here (a broken instance or
-environment), and it is listed as a gold failure, unless its tests reached for the network
-(sandboxes have none: e.g. requests' tests that call httpbin.org): then it is not gradable
-offline, and is quarantined with that reason, so that runs given the quarantine leave it
+environment), and it is listed as a gold failure, unless a required test failed reaching
+for the network (the record's `network_error`, from `agent_env.network_failure`: sandboxes
+have none, and e.g. requests' tests call httpbin.org; a network error of a test that passed
+or is not required says nothing): then it is not gradable offline, and is quarantined with that reason, so that runs given the quarantine leave it
 out instead of counting it unresolved. Errors are infrastructure and say nothing about
 flakiness: they are left out of the comparison.
 """

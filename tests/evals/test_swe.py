@@ -276,3 +276,34 @@ def test_an_unknown_instance_is_one_line_with_the_closest_id(tmp_path, capsys):
         f"error: task id(s) {FIVE[0]}x not found in builtin (closest: {FIVE[0]} for {FIVE[0]}x); pass tasks.ids=[] "
         "(evals: no --instances) to take every task, or list ids they have (30 tasks)"
     ]
+
+
+# -- the project grader's record fields ------------------------------------------------------------
+
+
+def test_a_test_is_listed_once_failed_or_missing_and_network_comes_from_required_failures():
+    from evals.swe import _grade_fields
+    from tasks import Task
+    from tasks.spec import GradingSpec
+    from tests.agent_env.test_network_failure import BODY, GET, NAME_RESOLUTION, PROXY, pytest_log
+
+    grading = GradingSpec(
+        test_command="pytest -rA", log_parser="swebench", fail_to_pass=[GET, "test_requests.py::gone"],
+        pass_to_pass=[PROXY],
+    )  # fmt: skip
+    task = Task(id="psf__requests-1", problem_statement="p", grading=grading, repo="psf/requests")
+    log = pytest_log(get_fails_with=NAME_RESOLUTION, body_fails=True)
+    statuses = {GET: "FAILED", PROXY: "PASSED", BODY: "FAILED"}
+    grade = GradeResult(False, True, statuses, (GET, "test_requests.py::gone"), ("test_requests.py::gone",), log)
+    fields = _grade_fields(task, Attempt(patch="x", grade=grade))
+    assert fields["failed_tests"] == [GET] and fields["missing_tests"] == ["test_requests.py::gone"]
+    assert fields["network_error"] == f"{GET}: " + f"E       {NAME_RESOLUTION}"[:300]
+    # Only test_body_length (failed, not required) and test_proxy_env (passed) show network errors.
+    task = Task(id="psf__requests-1", problem_statement="p", repo="psf/requests", grading=grading.model_copy(
+        update={"fail_to_pass": ["test_requests.py::gone"]}))  # fmt: skip
+    log = pytest_log(get_fails_with="AssertionError: 404 != 200", body_fails=True).replace(
+        "AssertionError: '0' != '3'", NAME_RESOLUTION
+    )
+    grade = GradeResult(False, True, statuses, ("test_requests.py::gone",), ("test_requests.py::gone",), log)
+    fields = _grade_fields(task, Attempt(patch="x", grade=grade))
+    assert "network_error" not in fields and fields["failed_tests"] == []
