@@ -12,12 +12,14 @@ import difflib
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from agent_env.environments import prepare_environments
-from agent_env.grading import GradingError, grade_patch, network_error
+from agent_env.grading import GradeResult, GradingError, grade_patch, network_failure
 from sandboxes import Sandbox, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
+from tasks.log_parsers import PASSED
 
 Status = Literal["ok", "failed", "unavailable"]
 
@@ -26,7 +28,10 @@ Status = Literal["ok", "failed", "unavailable"]
 class TaskValidation:
     """The verdict on one task: `ok` (`checked` says what was proved), `failed` (the task is
     broken: `problems` say how) or `unavailable` (it cannot be graded here: `reason` says
-    why). `seconds`: how long grading it took."""
+    why). `seconds`: how long grading it took; `log`: the file with both runs' output
+    (when asked for); `warnings`: what is odd but allowed (see `judge`); `failed_tests`
+    ((test, status) of each required test the gold run did not pass) and `missing_tests`
+    (required tests its log does not name): disjoint, for a row that is not ok."""
 
     task_id: str
     status: Status
@@ -34,16 +39,30 @@ class TaskValidation:
     reason: str = ""
     checked: str = ""
     seconds: float = 0.0
+    warnings: tuple[str, ...] = ()
+    log: str = ""
+    failed_tests: tuple[tuple[str, str], ...] = ()
+    missing_tests: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
 
-def validate_task(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox] | None = None) -> TaskValidation:
+def is_dataset_row(task: Task) -> bool:
+    """A row of a dataset (SWE-bench), not a task authored here: its FAIL_TO_PASS lists come
+    from the dataset, which checks only that the gold patch resolves the row and the empty
+    patch does not."""
+    return bool(task.repo)
+
+
+def validate_task(
+    task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox] | None = None, log_dir: Path | None = None
+) -> TaskValidation:
     """Grade `task`'s gold patch and the empty patch (in sandboxes from `sandboxes_factory`,
-    default: local ones) and say whether the task is sound. `task` has its environment
-    prepared already (`prepare_environment`)."""
+    default: local ones) and say whether the task is sound (`judge`); with `log_dir`, both
+    runs' output is kept in `log_dir/<task id>.log`. `task` has its environment prepared
+    already (`prepare_environment`)."""
     if task.unavailable:
         return TaskValidation(task.id, "unavailable", reason=f"not runnable here: {task.unavailable}")
     start = time.monotonic()
@@ -54,21 +73,42 @@ def validate_task(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox] 
         empty = grade_patch(task, "", sandbox_factory=sandbox_factory)
     except (TaskError, GradingError) as exc:
         return TaskValidation(task.id, "failed", problems=(str(exc),), seconds=time.monotonic() - start)
-    seconds = time.monotonic() - start
-    if not gold.resolved and (line := network_error(gold.log)):
-        return TaskValidation(
-            task.id, "unavailable", reason=f"not gradable offline: a test needs the network ({line})", seconds=seconds
-        )
+    log = _write_log(log_dir, task.id, gold, empty) if log_dir is not None else ""
+    return judge(task, gold, empty, time.monotonic() - start, log)
+
+
+def _write_log(log_dir: Path, task_id: str, gold: GradeResult, empty: GradeResult) -> str:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = log_dir / f"{task_id}.log"
+    path.write_text(f"=== gold patch ===\n{gold.log}\n=== empty patch ===\n{empty.log}")
+    return str(path)
+
+
+def judge(task: Task, gold: GradeResult, empty: GradeResult, seconds: float, log: str = "") -> TaskValidation:
+    """The verdict on `task` from its gold and empty runs. Every task: the gold patch
+    applies and resolves it, and the empty patch does not. An authored task (built-in or
+    written here) must also have every FAIL_TO_PASS test fail without the fix, else the
+    list is wrong; a dataset row (`is_dataset_row`) keeps the dataset's own rule, and a
+    FAIL_TO_PASS test that passes before the fix is a warning naming it. A gold run whose
+    required test failed on the network is not gradable offline (`network_failure`)."""
     grading = task.grading
+    required = [*grading.fail_to_pass, *grading.pass_to_pass]
+    failed_tests = tuple((t, gold.statuses[t]) for t in required if t in gold.statuses and gold.statuses[t] != PASSED)
+    missing_tests = tuple(t for t in required if t not in gold.statuses)
+    common = {"seconds": seconds, "log": log}
+    if not gold.resolved and (line := network_failure(gold.log, gold.statuses, required)):
+        reason = f"not gradable offline: a required test needs the network ({line})"
+        return TaskValidation(task.id, "unavailable", reason=reason, **common)
     # An id neither run reports is misspelled (or not run by the test command), not the gold patch's fault.
-    not_found = [t for t in (*grading.fail_to_pass, *grading.pass_to_pass) if t in gold.missing and t in empty.missing]
+    not_found = [t for t in required if t in gold.missing and t in empty.missing]
     problems = [_not_found(test, task, {**empty.statuses, **gold.statuses}) for test in not_found]
-    failing = [t for t in gold.failed if t not in not_found]
+    failing = [t for t, _ in failed_tests if t not in not_found]
+    missing = [t for t in missing_tests if t not in not_found]
     if not gold.patch_applied:
         problems.append(_not_applied(gold.log, task.gold_patch))
-    elif not gold.resolved and (failing or gold.problems):
-        why = "; ".join(gold.problems) or f"failing: {', '.join(failing)}"
-        problems.append(f"gold patch does not resolve it ({why})")
+    elif not gold.resolved and (failing or missing or gold.problems):
+        lists = [f"failing: {', '.join(failing)}"] * bool(failing) + [f"missing: {', '.join(missing)}"] * bool(missing)
+        problems.append(f"gold patch does not resolve it ({'; '.join(gold.problems) or '; '.join(lists)})")
     if gold.dropped:
         problems.append(
             "the gold patch changes protected paths, which never reach the grader: "
@@ -78,16 +118,28 @@ def validate_task(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox] 
     if empty.resolved:
         problems.append("the empty patch already resolves it (FAIL_TO_PASS tests pass without a fix)")
     passing_before = [t for t in grading.fail_to_pass if t not in empty.failed]
-    if passing_before:
+    warnings: tuple[str, ...] = ()
+    if passing_before and is_dataset_row(task):
+        warnings = tuple(
+            f"FAIL_TO_PASS test {t} passes without the fix (valid by the dataset's rule: the gold patch resolves "
+            "the row and the empty patch does not)"
+            for t in passing_before
+        )
+    elif passing_before:
         problems.append(f"FAIL_TO_PASS tests pass without a fix: {passing_before}")
     if problems:
-        return TaskValidation(task.id, "failed", problems=tuple(problems), seconds=seconds)
+        return TaskValidation(
+            task.id, "failed", problems=tuple(problems), warnings=warnings, failed_tests=failed_tests,
+            missing_tests=missing_tests, **common,
+        )  # fmt: skip
     f2p, p2p = len(grading.fail_to_pass), len(grading.pass_to_pass)
+    failing_before = f2p - len(passing_before)
     checked = (
         f"gold patch resolves it ({f2p} FAIL_TO_PASS and {p2p} PASS_TO_PASS pass); "
-        f"empty patch does not ({f2p} FAIL_TO_PASS fail)"
+        f"empty patch does not ({failing_before if failing_before == f2p else f'{failing_before} of {f2p}'} "
+        "FAIL_TO_PASS fail)"
     )
-    return TaskValidation(task.id, "ok", checked=checked, seconds=seconds)
+    return TaskValidation(task.id, "ok", checked=checked, warnings=warnings, **common)
 
 
 def _not_found(test: str, task: Task, reported: dict[str, str]) -> str:
@@ -115,10 +167,12 @@ def _not_applied(log: str, patch: str) -> str:
     return f"gold patch does not apply{' to ' + ', '.join(files) if files else ''} (git apply: {why[:300]})"
 
 
-def validate_tasks(tasks: Iterable[Task], sandbox: str = "local") -> Iterator[TaskValidation]:
+def validate_tasks(
+    tasks: Iterable[Task], sandbox: str = "local", log_dir: Path | None = None
+) -> Iterator[TaskValidation]:
     """Prepare the tasks' environments for `sandbox` (`local` or `docker`), then validate
-    each task in turn, yielding its verdict as soon as it is known."""
+    each task in turn, yielding its verdict as soon as it is known (logs in `log_dir`)."""
     prepared = prepare_environments(list(tasks), sandbox)
     factory = None if sandbox == "local" else (lambda spec: make_sandbox(spec, sandbox))
     for task in prepared:
-        yield validate_task(task, factory)
+        yield validate_task(task, factory, log_dir)

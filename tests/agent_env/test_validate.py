@@ -4,7 +4,7 @@
 import shutil
 from pathlib import Path
 
-from agent_env.validate import TaskValidation, _not_applied, validate_task, validate_tasks
+from agent_env.validate import TaskValidation, _not_applied, judge, validate_task, validate_tasks
 from tasks import BUILTIN_DIR, Task, builtin_tasks, load_task
 from tasks.spec import GradingSpec
 from tests.conftest import needs_bwrap
@@ -95,3 +95,72 @@ def test_gits_refusals_become_one_line_with_the_files():
     assert _not_applied("error: corrupt patch at line 7\n", patch) == (
         "gold patch does not apply (git apply: corrupt patch at line 7)"
     )
+
+
+# -- the verdict from two grades (no sandbox): `judge` ----------------------------------------
+
+from agent_env.grading import GradeResult  # noqa: E402
+from tests.agent_env.test_network_failure import GET, NAME_RESOLUTION, PROXY, pytest_log  # noqa: E402
+
+ROW_GRADING = GradingSpec(test_command="pytest -rA", log_parser="swebench", fail_to_pass=["t.py::a", "t.py::b"],
+                          pass_to_pass=["t.py::c"])  # fmt: skip
+ROW = Task(id="org__repo-1", problem_statement="p", grading=ROW_GRADING, repo="org/repo", gold_patch="x")
+AUTHORED = Task(id="authored", problem_statement="p", grading=ROW_GRADING, gold_patch="x")
+
+
+def _grade(statuses: dict[str, str], log: str = "", required=("t.py::a", "t.py::b", "t.py::c")) -> GradeResult:
+    failed = tuple(t for t in required if statuses.get(t) != "PASSED")
+    missing = tuple(t for t in required if t not in statuses)
+    return GradeResult(not failed, True, statuses, failed, missing, log)
+
+
+GOLD = _grade({"t.py::a": "PASSED", "t.py::b": "PASSED", "t.py::c": "PASSED"})
+# One FAIL_TO_PASS test already passes before the fix (django__django-16429's shape).
+EMPTY_ONE_PASSES = _grade({"t.py::a": "FAILED", "t.py::b": "PASSED", "t.py::c": "PASSED"})
+
+
+def test_a_dataset_row_follows_the_datasets_rule_and_warns_of_a_fail_to_pass_test_passing_before():
+    result = judge(ROW, GOLD, EMPTY_ONE_PASSES, seconds=2.0)
+    assert (result.status, result.problems) == ("ok", ())
+    assert result.warnings == (
+        "FAIL_TO_PASS test t.py::b passes without the fix (valid by the dataset's rule: the gold patch resolves "
+        "the row and the empty patch does not)",
+    )
+    assert result.checked == (
+        "gold patch resolves it (2 FAIL_TO_PASS and 1 PASS_TO_PASS pass); empty patch does not (1 of 2 "
+        "FAIL_TO_PASS fail)"
+    )
+
+
+def test_an_authored_task_keeps_the_strict_rule():
+    result = judge(AUTHORED, GOLD, EMPTY_ONE_PASSES, seconds=2.0)
+    assert result.status == "failed" and result.warnings == ()
+    assert result.problems == ("FAIL_TO_PASS tests pass without a fix: ['t.py::b']",)
+
+
+def test_a_row_is_network_dependent_only_when_a_required_test_failed_on_the_network():
+    requests = GradingSpec(test_command="pytest -rA", log_parser="swebench", fail_to_pass=[GET], pass_to_pass=[PROXY])
+    task = Task(id="psf__requests-1", problem_statement="p", grading=requests, repo="psf/requests", gold_patch="x")
+    log = pytest_log(get_fails_with=NAME_RESOLUTION, body_fails=False)
+    gold = _grade({GET: "FAILED", PROXY: "PASSED"}, log, required=(GET, PROXY))
+    empty = _grade({GET: "FAILED", PROXY: "PASSED"}, log, required=(GET, PROXY))
+    result = judge(task, gold, empty, seconds=1.0)
+    assert result.status == "unavailable"
+    assert result.reason == (
+        f"not gradable offline: a required test needs the network ({GET}: " + f"E       {NAME_RESOLUTION}"[:300] + ")"
+    )
+    # The same log, where the failing required test failed on an assertion: a broken row,
+    # whatever the passing test_proxy_env logged about the network.
+    log = pytest_log(get_fails_with="AssertionError: 404 != 200", body_fails=False)
+    gold = _grade({GET: "FAILED", PROXY: "PASSED"}, log, required=(GET, PROXY))
+    result = judge(task, gold, empty, seconds=1.0)
+    assert result.status == "failed"
+    assert result.failed_tests == ((GET, "FAILED"),) and result.missing_tests == ()
+
+
+def test_a_failing_row_lists_failed_and_missing_tests_apart():
+    gold = _grade({"t.py::a": "PASSED", "t.py::b": "ERROR"})  # t.py::c is not in the log
+    result = judge(ROW, gold, EMPTY_ONE_PASSES, seconds=1.0)
+    assert result.status == "failed"
+    assert result.failed_tests == (("t.py::b", "ERROR"),) and result.missing_tests == ("t.py::c",)
+    assert result.problems == ("gold patch does not resolve it (failing: t.py::b; missing: t.py::c)",)
