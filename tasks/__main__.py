@@ -6,8 +6,11 @@ PATH is a task folder, a `task.yaml`, a folder of tasks, or SWE-bench rows (a `.
 the built-in suite by default. SWE-bench rows run from a repository cache
 (`--repo-cache DIR`, a folder of git clones) in an environment built for `--sandbox`
 (`local` or `docker`); `--instances` picks rows. A task that cannot run here (no clone, an
-environment that cannot be built, tests that need the network) is reported as not
-runnable here, with the reason, apart from tasks that fail.
+environment that cannot be built, a required test that failed for want of the network) is
+reported as not runnable here, with the reason, apart from tasks that fail. Each verdict
+line gives the seconds it took and the log of both runs (`--logs DIR`); a failed task's
+lines say which required tests failed and which the log does not name. The rules (the
+dataset's for SWE-bench rows, a stricter one for authored tasks): tasks/README.md.
 
 This entry point composes layers: the grading is `agent_env.validate`'s; here are the
 arguments and the printing. The `tasks` library itself stays plain data.
@@ -19,9 +22,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from agent_env.validate import validate_tasks
+from agent_env.validate import TaskValidation, validate_tasks
 from sandboxes.console import interrupted, interrupts, setup_logging
 from tasks import TaskError, load_task_set
+from tasks.spec import workspace_cache_dir
 
 
 def _load(paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None):
@@ -44,19 +48,41 @@ def list_tasks(paths: list[str], repo_cache: Path | None = None, instances: list
     return 0
 
 
+def default_log_dir() -> Path:
+    """Where `validate` keeps each task's gold and empty runs' output by default."""
+    return workspace_cache_dir().parent / "validate-logs"
+
+
+def format_validation(result: TaskValidation) -> list[str]:
+    """A verdict as printed: `ok`/`FAIL`/`n/a`, the task, what was found, the seconds and the
+    log; then a line per warning, and for a failed task which required tests the gold run
+    failed (with their statuses) and which its log does not name."""
+    label = {"ok": "ok   ", "failed": "FAIL ", "unavailable": "n/a  "}[result.status]
+    text = {"ok": result.checked, "failed": "; ".join(result.problems), "unavailable": result.reason}[result.status]
+    where = [f"{result.seconds:.1f} s"] if result.seconds or result.status != "unavailable" else []
+    where += [f"log: {result.log}"] if result.log else []
+    lines = [f"{label} {result.task_id}: {'; '.join([text, *where])}"]
+    lines += [f"      warning: {warning}" for warning in result.warnings]
+    if result.failed_tests:
+        lines.append("      failed: " + ", ".join(f"{test} ({status})" for test, status in result.failed_tests))
+    if result.missing_tests:
+        lines.append("      missing (not in the log): " + ", ".join(result.missing_tests))
+    return lines
+
+
 def validate(
-    paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None, sandbox: str = "local"
+    paths: list[str],
+    repo_cache: Path | None = None,
+    instances: list[str] | None = None,
+    sandbox: str = "local",
+    log_dir: Path | None = None,
 ) -> int:
     results, tasks = [], _load(paths, repo_cache, instances)
+    log_dir = log_dir or default_log_dir()
     try:
-        for result in validate_tasks(tasks, sandbox):
+        for result in validate_tasks(tasks, sandbox, log_dir):
             results.append(result)
-            if result.status == "ok":
-                print(f"ok    {result.task_id}: {result.checked}; {result.seconds:.1f} s", flush=True)
-            elif result.status == "failed":
-                print(f"FAIL  {result.task_id}: " + "; ".join(result.problems), flush=True)
-            else:
-                print(f"n/a   {result.task_id}: {result.reason}", flush=True)
+            print("\n".join(format_validation(result)), flush=True)
     except KeyboardInterrupt as exc:  # the verdicts so far are printed: say so, and how to go on
         exc.kept = (
             f"{len(results)} of {len(tasks)} tasks validated ({sum(r.ok for r in results)} valid, printed above); "
@@ -83,13 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones SWE-bench rows run from")
     parser.add_argument("--instances", default="", help="comma-separated SWE-bench instance ids (default: all)")
     parser.add_argument("--sandbox", default="local", choices=["local", "docker"], help="where validation runs")
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="folder for each task's test output (default: $AGENTIC_RL_CACHE/validate-logs)",
+    )
     args = parser.parse_args(argv)
     instances = [i for i in args.instances.split(",") if i] or None
     with interrupts():  # Ctrl-C / SIGTERM: sandboxes closed, one line, exit 130 / 143
         try:
             if args.command == "list":
                 return list_tasks(args.paths, args.repo_cache, instances)
-            return validate(args.paths, args.repo_cache, instances, args.sandbox)
+            return validate(args.paths, args.repo_cache, instances, args.sandbox, args.logs)
         except TaskError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

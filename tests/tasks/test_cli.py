@@ -1,10 +1,12 @@
 import re
 import shutil
+from pathlib import Path
 
 import yaml
 
+from agent_env.validate import TaskValidation
 from tasks import BUILTIN_DIR
-from tasks.__main__ import main
+from tasks.__main__ import default_log_dir, format_validation, main
 from tests.conftest import needs_bwrap
 
 
@@ -21,9 +23,12 @@ def test_validate_accepts_a_good_task_and_rejects_a_broken_one(tmp_path, capsys)
     ok_line = capsys.readouterr().out.splitlines()[0]
     assert re.fullmatch(
         r"ok    parsing-querystring-plus: gold patch resolves it \(3 FAIL_TO_PASS and 9 PASS_TO_PASS pass\); "
-        r"empty patch does not \(3 FAIL_TO_PASS fail\); \d+\.\d s",
+        r"empty patch does not \(3 FAIL_TO_PASS fail\); \d+\.\d s; log: (\S+)",
         ok_line,
     ), ok_line
+    log = Path(ok_line.rsplit("log: ", 1)[1])
+    assert log == default_log_dir() / "parsing-querystring-plus.log"
+    assert log.read_text().startswith("=== gold patch ===\n") and "\n=== empty patch ===\n" in log.read_text()
 
     # The same task with its FAIL_TO_PASS pointing at a test that passes without a fix.
     broken = tmp_path / "broken"
@@ -42,3 +47,28 @@ def test_schema_errors_name_the_file_and_field(tmp_path, capsys):
     assert main(["validate", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "task.yaml") in err and "'grading.fail_to_pass'" in err
+
+
+def test_each_verdict_says_its_time_log_warnings_and_the_tests_that_failed_or_are_missing():
+    ok = TaskValidation(
+        "django__django-16429", "ok", checked="gold patch resolves it", seconds=41.26, log="/logs/d.log",
+        warnings=("FAIL_TO_PASS test t1 passes without the fix (valid by the dataset's rule)",),
+    )  # fmt: skip
+    assert format_validation(ok) == [
+        "ok    django__django-16429: gold patch resolves it; 41.3 s; log: /logs/d.log",
+        "      warning: FAIL_TO_PASS test t1 passes without the fix (valid by the dataset's rule)",
+    ]
+    failed = TaskValidation(
+        "x", "failed", problems=("gold patch does not resolve it (failing: a; missing: c)",), seconds=3.0,
+        log="/logs/x.log", failed_tests=(("a", "ERROR"), ("b", "FAILED")), missing_tests=("c",),
+    )  # fmt: skip
+    assert format_validation(failed) == [
+        "FAIL  x: gold patch does not resolve it (failing: a; missing: c); 3.0 s; log: /logs/x.log",
+        "      failed: a (ERROR), b (FAILED)",
+        "      missing (not in the log): c",
+    ]
+    assert format_validation(TaskValidation("y", "unavailable", reason="not runnable here: no clone")) == [
+        "n/a   y: not runnable here: no clone"
+    ]
+    offline = TaskValidation("z", "unavailable", reason="not gradable offline: ...", seconds=9.0, log="/logs/z.log")
+    assert format_validation(offline) == ["n/a   z: not gradable offline: ...; 9.0 s; log: /logs/z.log"]
