@@ -92,8 +92,16 @@ def build_report(
         "official_harness": harness or {},
         "quarantined_instances": (quarantine or {}).get("quarantined", []),
         "gold_failures": gold_failures or [],
-        "instances_status": {r["instance_id"]: r["status"] for r in results},
+        "instances_status": {
+            r["instance_id"]: "quarantined" if r["instance_id"] in flaky else r["status"] for r in results
+        },
     }
+
+
+def quarantine_note(entry: dict) -> str:
+    """Why an instance is quarantined, for its row in the report: the recorded reason (not
+    gradable offline), or that its gold runs disagreed."""
+    return entry.get("reason") or f"flaky: outcomes differ across runs ({', '.join(entry.get('outcomes', []))})"
 
 
 def _percent(value: float) -> str:
@@ -168,7 +176,7 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
             "|---|---|---|",
         ]
         lines += [
-            f"| {q['instance_id']} | {', '.join(q['outcomes'])} | {_cell(q.get('reason', 'flaky'))} |"
+            f"| {q['instance_id']} | {', '.join(q['outcomes'])} | {_cell(quarantine_note(q))} |"
             for q in report["quarantined_instances"]
         ]
         lines.append("")
@@ -179,9 +187,12 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
             lines.append(f"| {g['instance_id']} | {', '.join(g['outcomes'])} | {_cell(failing)} |")
         lines.append("")
     lines += ["## Instances", "", "| instance | status | turns | note |", "|---|---|---|---|"]
+    # A quarantined instance is shown as such, with why: its own verdict is not counted.
+    quarantined = {q["instance_id"]: quarantine_note(q) for q in report.get("quarantined_instances", [])}
     for r in results:
-        note = _cell(r.get("error") or r.get("note") or "")[:240]
-        lines.append(f"| {r['instance_id']} | {r['status']} | {r.get('turns', 0)} | {note} |")
+        status = "quarantined" if r["instance_id"] in quarantined else r["status"]
+        note = _cell(quarantined.get(r["instance_id"]) or r.get("error") or r.get("note") or "")[:240]
+        lines.append(f"| {r['instance_id']} | {status} | {r.get('turns', 0)} | {note} |")
     return "\n".join(lines) + "\n"
 
 

@@ -618,7 +618,8 @@ def _write_reports(output: Path, report: dict, results: list[dict], model: str) 
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: flags generated from `EvalConfig` (`evals.config`); the summary as
-    JSON on stdout; a bad flag, file or dataset is one line on stderr and exit code 2.
+    JSON on stdout; a bad flag, file or dataset is one line on stderr and exit code 2; a run
+    where every instance errored is one line on stderr and exit code 1.
     Ctrl-C or SIGTERM stops the run within seconds, keeps every finished instance and says
     how to continue (exit code 130 or 143)."""
     setup_logging()
@@ -635,7 +636,19 @@ def main(argv: list[str] | None = None) -> int:
     # The command's result goes to stdout (scripts read it); what happens on the way is logged.
     sys.stdout.write(json.dumps(summary, indent=2) + "\n")
     sys.stdout.write(f"predictions: {config.output / 'predictions.jsonl'}  report: {config.output / 'report.md'}\n")
+    if all_errored(summary):
+        log.error(
+            "every instance errored (%d of %d): no verdict to report; the errors are in %s",
+            summary["error"], summary["counted"], Path(config.output) / "report.md",
+        )  # fmt: skip
+        return 1
     return 0
+
+
+def all_errored(summary: dict) -> bool:
+    """No counted instance reached a verdict: the run measured nothing (no environment, no
+    repository, a dead engine), which a script must not take for a result."""
+    return summary["counted"] > 0 and summary["error"] == summary["counted"]
 
 
 def _kept(config: EvalConfig | None) -> str:

@@ -70,6 +70,30 @@ def test_breakdowns_by_repository_and_difficulty():
     assert list(breakdown(results, "difficulty")) == ["easy", "hard"]  # easy to hard, not by name
 
 
+def test_a_quarantined_instance_shows_its_quarantine_reason_not_unresolved():
+    results = [
+        {"instance_id": "net", "status": "unresolved", "turns": 0, "patch": "diff"},
+        {"instance_id": "flaky", "status": "unresolved", "turns": 0, "patch": "diff"},
+        {"instance_id": "ok", "status": "resolved", "turns": 0, "patch": "diff"},
+    ]
+    quarantine = {
+        "quarantined": [
+            {"instance_id": "net", "outcomes": ["unresolved", "unresolved"],
+             "reason": "not gradable offline: a test needs the network (t: Network is unreachable)"},
+            {"instance_id": "flaky", "outcomes": ["unresolved", "resolved"]},
+        ]
+    }  # fmt: skip
+    report = build_report(results, run={"model": "gold"}, quarantine=quarantine)
+    assert report["instances_status"] == {"net": "quarantined", "flaky": "quarantined", "ok": "resolved"}
+    lines = markdown_report(summarize(results, ["net", "flaky"]), results, "gold", report).splitlines()
+    table = lines[lines.index("| instance | status | turns | note |") + 2 :]
+    assert table[:3] == [
+        "| net | quarantined | 0 | not gradable offline: a test needs the network (t: Network is unreachable) |",
+        "| flaky | quarantined | 0 | flaky: outcomes differ across runs (unresolved, resolved) |",
+        "| ok | resolved | 0 |  |",
+    ]
+
+
 def test_markdown_report_has_every_section():
     results = [
         {"instance_id": "a", "repo": "r/x", "difficulty": "easy", "status": "resolved", "turns": 3},
@@ -99,6 +123,18 @@ def test_swebench_rows_without_environment_are_errors_not_unresolved(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report["by_repo"]) == {"django/django", "sympy/sympy", "pytest-dev/pytest", "astropy/astropy"}
     assert report["by_difficulty"]["easy"]["instances"] == 1  # django-10097 is "<15 min fix"
+
+
+def test_a_run_where_every_instance_errored_exits_1_with_one_line(tmp_path, capsys):
+    sample = FIXTURES / "swebench_verified_sample.jsonl"
+    assert main(["--model", "gold", "--dataset", str(sample), "--output", str(tmp_path)]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out.split("\npredictions: ")[0])["error"] == 4  # the summary is still printed
+    assert (
+        captured.err.strip()
+        .splitlines()[-1]
+        .endswith(f"every instance errored (4 of 4): no verdict to report; the errors are in {tmp_path / 'report.md'}")
+    )
 
 
 @needs_bwrap
