@@ -259,3 +259,34 @@ def test_sequence_sum_norm_aggregation_trains_every_loss(algorithm):
     learner = Learner(policy, ValueModel.from_policy(policy), pad_id=0, algorithm=config, optim=LearnerConfig(lr=1e-3))
     metrics = learner.step([make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0])]).metrics
     assert metrics["version"] == 1 and torch.isfinite(torch.tensor(metrics["policy_loss"]))
+
+
+def test_right_padded_batches_drop_the_mask_and_score_every_row_as_alone():
+    """A right-padded batch runs without its padding mask (SDPA's fused causal kernel):
+    each real token's logprob and value equal those of its row scored alone. A batch with
+    padding anywhere else keeps its mask."""
+    from trainer.inference.models import causal_attention_mask
+
+    right = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
+    assert causal_attention_mask(right) is None
+    assert causal_attention_mask(torch.ones(2, 3, dtype=torch.long)) is None
+    left = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]])
+    assert causal_attention_mask(left) is left
+    holed = torch.tensor([[1, 0, 1, 1]])
+    assert causal_attention_mask(holed) is holed
+
+    policy = load_policy("tiny", seed=0).eval()
+    critic = ValueModel.from_policy(policy).eval()
+    torch.nn.init.normal_(critic.head.weight, std=0.5)
+    torch.manual_seed(3)
+    long_row, short_row = torch.randint(5, 200, (9,)), torch.randint(5, 200, (5,))
+    ids = torch.zeros((2, 9), dtype=torch.long)
+    ids[0], ids[1, :5] = long_row, short_row
+    mask = torch.tensor([[1] * 9, [1] * 5 + [0] * 4])
+    with torch.no_grad():
+        batched = token_logprobs(policy, ids, mask)
+        alone = token_logprobs(policy, short_row[None], torch.ones(1, 5, dtype=torch.long))
+        values = critic(ids, mask)
+        values_alone = critic(short_row[None], torch.ones(1, 5, dtype=torch.long))
+    assert torch.allclose(batched[1, :4], alone[0], atol=1e-6)
+    assert torch.allclose(values[1, :5], values_alone[0], atol=1e-6)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from trainer.inference.models import causal_attention_mask
+
 
 def policy_logits(logits: torch.Tensor, banned: tuple[int, ...] = ()) -> torch.Tensor:
     """The logits the policy samples from: `banned` ids (SAPO's value tokens) get no mass.
@@ -51,6 +53,7 @@ def token_logprobs(
     banned: tuple[int, ...] = (),
 ) -> torch.Tensor:
     """log pi(token t+1 | tokens <= t) for every position, shape [B, T-1]; `banned` ids as in
-    `policy_logits`."""
-    logits = model(input_ids=input_ids, attention_mask=attention_mask).logits[:, :-1].float()
+    `policy_logits`. A right-padded mask is dropped (`causal_attention_mask`)."""
+    mask = causal_attention_mask(attention_mask)
+    logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float()
     return target_logprobs(logits, input_ids[:, 1:], temperature, banned)
