@@ -2,9 +2,10 @@
 
 A row carries its repository, `base_commit`, the issue text, the gold `patch`, the hidden
 `test_patch` and FAIL_TO_PASS / PASS_TO_PASS (as lists or JSON strings). Its test command
-comes from the official harness's specification for the row's repo and version (the
-`swebench` extra, pinned), so grading runs exactly the tests the leaderboard runs, read by
-the harness's log parser for the repository.
+comes from the official harness's specification for the row's repo and version
+(`tasks.swebench_specs`: swebench 4.1.0's table, kept as data since swebench 5 moved it into
+the dataset), so grading runs exactly the tests the leaderboard runs, read by the pinned
+harness's log parser for the repository.
 
 Where no published instance image can be pulled (no registry, or no Docker at all), a row
 still runs from a local clone of its repository: given a repository cache (`repo_cache`, a
@@ -31,6 +32,7 @@ from tqdm import tqdm
 from tasks.repos import checkout_workspace, find_clone
 from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
 from tasks.swebench_env import check_specification, row_environment
+from tasks.swebench_specs import get_test_directives, repo_version_specs, test_command
 
 HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
@@ -49,18 +51,12 @@ def _tests(row: dict, key: str, where: str) -> list[str]:
 
 
 def _test_command(row: dict) -> str:
-    """The harness's test command for this row, or a reason it is unknown."""
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
-        from swebench.harness.test_spec.python import get_test_directives
-    except ImportError:
-        return ""
-    specs = MAP_REPO_VERSION_TO_SPECS.get(row["repo"], {}).get(str(row.get("version", "")))
+    """The harness's test command for this row (its repo/version spec and the test files its
+    test patch touches), or "" when the spec table has none."""
+    specs = repo_version_specs(row["repo"], row.get("version", ""))
     if not specs:
         return ""
-    command = specs["test_cmd"]
-    command = command[-1] if isinstance(command, list) else command
-    return f"{command} {' '.join(get_test_directives(row))}".strip()
+    return f"{test_command(specs)} {' '.join(get_test_directives(row))}".strip()
 
 
 def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = None) -> Task:
@@ -74,7 +70,7 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
     row_name = f"{where} ({row['instance_id']})"
     workspace, sandbox, reason = None, {}, ""
     if not command:
-        reason = f"no test command for {row['repo']} {row.get('version')}: install the 'swebench' extra"
+        reason = f"no test command for {row['repo']} {row.get('version')!r}: the harness's spec table has none"
     elif repo_cache is None:
         reason = (
             "its environment is not available here: no repository given; a SWE-bench row needs its "

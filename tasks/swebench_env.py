@@ -1,10 +1,11 @@
 """A SWE-bench row's environment, from the official harness's install specification, made
 with `python -m venv` and pip instead of conda.
 
-The harness (swebench 4.x, `MAP_REPO_VERSION_TO_SPECS[repo][version]`) builds a conda env
-from `python`, `packages` (a requirements file of the repository, a conda environment.yml,
-or a list of conda packages) and `pip_packages`, then runs `pre_install` and `install` in
-the repository (`swebench.harness.test_spec.python.make_env_script_list_py` and
+The harness's specification (`tasks.swebench_specs`: swebench 4.1.0's
+`MAP_REPO_VERSION_TO_SPECS[repo][version]`, the last release that shipped it) builds a
+conda env from `python`, `packages` (a requirements file of the repository, a conda
+environment.yml, or a list of conda packages) and `pip_packages`, then runs `pre_install`
+and `install` in the repository (4.1.0's `make_env_script_list_py` and
 `make_repo_script_list_py`). Here the same specification becomes a sandbox definition with
 a `python:` section (`sandboxes.pyenv`), which either backend builds:
 
@@ -38,8 +39,9 @@ import shlex
 
 from tasks.repos import describe, file_at, has_commit
 from tasks.spec import TaskError
+from tasks.swebench_specs import clean_requirements, repo_version_specs, requirements_paths
 
-# The harness's base image's packages (swebench/harness/dockerfiles/python.py), for docker
+# The harness's base image's packages (swebench 4.1.0 harness/dockerfiles/python.py), for docker
 # images of rows with system steps (locale-gen needs `locales`).
 SWEBENCH_BASE_PACKAGES = ("wget", "git", "build-essential", "libffi-dev", "libtiff-dev", "jq", "curl", "locales",
                           "locales-all", "tzdata")  # fmt: skip
@@ -58,11 +60,7 @@ class EnvironmentUnmet(TaskError):
 
 
 def specs_of(row: dict) -> dict | None:
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
-    except ImportError:
-        return None
-    return MAP_REPO_VERSION_TO_SPECS.get(row["repo"], {}).get(str(row.get("version", "")))
+    return repo_version_specs(row["repo"], row.get("version", ""))
 
 
 # -- classifying the harness's shell steps --------------------------------------------------
@@ -115,10 +113,7 @@ def _pip_requirement(spec: str) -> str:
 
 def requirements(row: dict, clone, where: str) -> tuple[str, str]:
     """(the requirements the harness would install, the commit read) from the clone."""
-    from swebench.harness.constants import MAP_REPO_TO_REQS_PATHS
-    from swebench.harness.test_spec.python import clean_requirements
-
-    paths = MAP_REPO_TO_REQS_PATHS.get(row["repo"], [])
+    paths = requirements_paths(row["repo"])
     setup_commit = row.get("environment_setup_commit") or row["base_commit"]
     commit = setup_commit if has_commit(clone, setup_commit) else row["base_commit"]
     for path in paths:
@@ -164,14 +159,8 @@ def check_specification(row: dict, where: str) -> dict:
     specs = specs_of(row)
     if not specs:
         raise EnvironmentUnmet(f"{where}: specification: the harness has none for {row['repo']} {row.get('version')!r}")
-    try:
-        from swebench.harness.utils import load_cached_environment_yml
-
-        conda_yml = load_cached_environment_yml(row["instance_id"])
-    except ImportError:
-        conda_yml = None
     packages = specs.get("packages", "")
-    if conda_yml or packages == "environment.yml":
+    if packages == "environment.yml":
         raise EnvironmentUnmet(
             f"{where}: packages: the harness installs them from a conda environment.yml "
             "(conda-only packages and channels), which pip cannot install"
@@ -208,14 +197,8 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
     checks = [_host_check(s) for s in system]
     system_check = "" if None in checks else " && ".join(dict.fromkeys(c for c in checks if c and c != "true"))
 
-    try:
-        from swebench.harness.constants import MAP_REPO_TO_INSTALL
-    except ImportError:
-        MAP_REPO_TO_INSTALL = {}  # noqa: N806
     name = re.sub(r"[^A-Za-z0-9]", "_", row["repo"].split("/")[-1]).upper()
     install_lines = [f"export SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name}={shlex.quote(_pretend_version(row, clone))}"]
-    if MAP_REPO_TO_INSTALL.get(row["repo"]):
-        install_lines.append(MAP_REPO_TO_INSTALL[row["repo"]])
     if specs.get("install"):
         install_lines.append(specs["install"])
     python = {

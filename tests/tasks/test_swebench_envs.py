@@ -260,14 +260,12 @@ def test_validate_cli_over_rows(requests_task, cache, tmp_path, capsys, monkeypa
 def test_a_step_that_fails_is_reported_with_its_part_and_output(requests_task, cache, monkeypatch):
     """A package the index does not have (here in the install step, on top of the built
     environment): the task is unavailable, naming the step, with pip's own words."""
-    from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
+    from tasks.swebench_specs import spec_table
 
     monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
-    spec = {
-        **MAP_REPO_VERSION_TO_SPECS["psf/requests"]["1.1"],
-        "install": "python -m pip install agentic-rl-no-such-pkg",
-    }
-    monkeypatch.setitem(MAP_REPO_VERSION_TO_SPECS["psf/requests"], "1.1", spec)
+    versions = spec_table()["specs"]["psf/requests"]
+    spec = {**versions["1.1"], "install": "python -m pip install agentic-rl-no-such-pkg"}
+    monkeypatch.setitem(versions, "1.1", spec)
     root, commits = cache
     task = prepare_environment(row_to_task(repo.requests_row(commits), "row", root), "local")
     assert "install step 1/1" in task.unavailable and "agentic-rl-no-such-pkg" in task.unavailable
