@@ -73,11 +73,12 @@ LOG_PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
 
 
 def log_parser(name: str, repo: str = "") -> Callable[[str], dict[str, str]]:
-    """The parser called `name`; `swebench` is the official harness's parser for `repo`."""
+    """The parser called `name`; `swebench` is the official harness's parser for `repo`
+    (swebench 5's `MAP_REPO_TO_PARSER_PY`, the parsers its dataset rows name in `log_parser`)."""
     if name != "swebench":
         return LOG_PARSERS[name]
-    from swebench.harness.log_parsers import MAP_REPO_TO_PARSER  # lazy: the swebench extra
+    from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY  # lazy: the swebench extra
 
-    official = MAP_REPO_TO_PARSER[repo]
+    official = MAP_REPO_TO_PARSER_PY[repo]
     # The official Python parsers take a TestSpec but read nothing from it.
     return lambda log: official(log, None)

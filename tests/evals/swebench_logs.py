@@ -135,16 +135,21 @@ def _pytest(statuses: dict[str, str], *, classic_verbose: bool = False, color: b
 
 
 _NAMED = {"pass": "success", "fail": "failure", "error": "failure", "missing": "failure"}
-# Per format: the statuses its runner can print, and what each means under SWE-bench's rule.
+# Per format: the statuses its runner can print, and what each means under SWE-bench's rule
+# (`skipped`: read as SKIPPED, whose outcome depends on the test's list; see intended_outcome).
 FORMATS: dict[str, dict[str, str]] = {
-    "django": {**_NAMED, "skip": "ignored"},  # `name ... skipped 'why'`: read as SKIPPED
+    "django": {**_NAMED, "skip": "skipped"},  # `name ... skipped 'why'`
     "sympy": _NAMED,
     # pytest reports a skip by location (`SKIPPED [1] file:42: why`), never by name, so a
     # skipped test reads as missing: a failure.
     "pytest": {**_NAMED, "xfail": "success", "skip": "failure"},
-    # and verbose lines print the reason after SKIPPED/XFAIL (pytest >= 7), which no parser reads
-    "pytest_classic": {**_NAMED, "xfail": "success", "skip": "failure"},
-    "pytest_color": {**_NAMED, "xfail": "success", "skip": "failure"},
+    # and verbose lines print the reason after SKIPPED/XFAIL (pytest >= 7), which no parser reads;
+    # swebench 5's parse_log_pytest_v2 (astropy, sphinx, scikit-learn) keys a summary line by
+    # all that follows the status, so `XFAIL id - reason: why` names no required test: a
+    # failure (4.x took the first word, the id: a success); but a truncated id (more `[` than
+    # `]`) prefixes that key, and swebench 5 reads truncated ids by prefix: a success
+    "pytest_classic": {**_NAMED, "xfail": "xfail_by_prefix", "skip": "failure"},
+    "pytest_color": {**_NAMED, "xfail": "xfail_by_prefix", "skip": "failure"},
     # seaborn's parser reads PASSED and FAILED lines only; an ERROR or XFAIL line reads as missing
     "seaborn": {**_NAMED, "skip": "failure", "xfail": "failure"},
 }
@@ -167,9 +172,16 @@ def first_test_file(row: dict) -> str:
     return re.search(r"^diff --git a/(\S+) ", row["test_patch"], re.MULTILINE)[1]
 
 
-def intended_outcome(row: dict, status: str) -> str:
-    """What a test printed with `status` by this row's runner means: success, failure or ignored."""
-    return FORMATS[REPO_FORMAT[row["repo"]]][status]
+def intended_outcome(row: dict, status: str, group: str, test: str = "") -> str:
+    """What `test`, of `group` (FAIL_TO_PASS or PASS_TO_PASS), printed with `status` by this
+    row's runner means: success or failure. A SKIPPED test (swebench 5) fails a
+    FAIL_TO_PASS test (nothing was fixed) and keeps a PASS_TO_PASS one (nothing regressed)."""
+    outcome = FORMATS[REPO_FORMAT[row["repo"]]][status]
+    if outcome == "skipped":
+        return "failure" if group == "FAIL_TO_PASS" else "success"
+    if outcome == "xfail_by_prefix":
+        return "success" if test.count("[") > test.count("]") else "failure"
+    return outcome
 
 
 def build_log(row: dict, statuses: dict[str, str]) -> str:

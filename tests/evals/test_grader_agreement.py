@@ -5,6 +5,7 @@ requests, flask, matplotlib, seaborn, scikit-learn: every Python log parser fami
 test log is written in the format the repository's runner prints, naming the row's real
 FAIL_TO_PASS / PASS_TO_PASS tests with chosen statuses (passing, failing, erroring,
 missing, skipped, expected failures). The official `swebench.harness.grading` functions
+(swebench 5.0.2, the pinned harness)
 read it (`get_logs_eval`, `get_eval_tests_report`, `get_resolution_status`), and so do
 `evals.grading` and, in a real sandbox, `agent_env.grading.grade_patch`; all must give the
 same verdict and the same per-test outcomes, which must be the ones the log says.
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 from swebench.harness.constants import END_TEST_OUTPUT, START_TEST_OUTPUT, ResolvedStatus
 from swebench.harness.grading import get_eval_tests_report, get_logs_eval, get_resolution_status
-from swebench.harness.test_spec.test_spec import TestSpec as OfficialTestSpec  # not a pytest class
+from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY
+from swebench.types import TestSpec as OfficialTestSpec  # not a pytest class
 
 from agent_env import grade_patch
 from evals.grading import FAIL_TO_PASS, PASS_TO_PASS, grade_log, verdict
@@ -56,10 +58,15 @@ def _scenarios(row: dict) -> dict[str, dict[str, str]]:
         "all_pass": dict.fromkeys(names, "pass"),
         "one_missing": {**dict.fromkeys(names, "pass"), names[-1]: "missing"},
     }
-    # A status that does not fail an instance although it is not PASSED.
-    lenient = [s for s in ("skip", "xfail") if s in kinds and intended_outcome(row, s) != "failure"]
+    # A status that does not fail an instance although it is not PASSED (the last test is a
+    # PASS_TO_PASS one when the row has any).
+    last = PASS_TO_PASS if names[-1] in _tests(row)[1] else FAIL_TO_PASS
+    lenient = [s for s in ("skip", "xfail") if s in kinds and intended_outcome(row, s, last, names[-1]) != "failure"]
     if lenient:
         scenarios["lenient"] = {**dict.fromkeys(names, "pass"), names[-1]: lenient[0]}
+    # swebench 5: a skipped FAIL_TO_PASS test is not a fix (4.x ignored it and resolved).
+    if "skip" in kinds:
+        scenarios["skipped_fail_to_pass"] = {**dict.fromkeys(names, "pass"), _tests(row)[0][0]: "skip"}
     return scenarios
 
 
@@ -67,24 +74,29 @@ CASES = [(row, name) for row in ROWS for name in _scenarios(row)]
 IDS = [f"{row['instance_id']}-{name}" for row, name in CASES]
 
 
-def _official(row: dict, log: str, tmp_path: Path) -> tuple[bool, dict]:
-    """The official harness's verdict on a test log, as `run_instance` reads it."""
-    # get_logs_eval reads only repo and version from the spec. make_test_spec is not used:
-    # for django and others it downloads requirements files, and nothing here has a network.
-    spec = OfficialTestSpec(
+def official_spec(row: dict) -> OfficialTestSpec:
+    """The official TestSpec of a row, as swebench 5's `make_test_spec` makes it from a row of
+    the current dataset; the older rows here lack its columns (image, eval_script, log_parser,
+    eval_type), so they are filled in: grading reads only the parser and the eval type."""
+    f2p, p2p = _tests(row)
+    return OfficialTestSpec(
         instance_id=row["instance_id"],
+        image="",
+        eval_script_list=[],
         repo=row["repo"],
         version=row["version"],
-        repo_script_list=[],
-        eval_script_list=[],
-        env_script_list=[],
-        arch="x86_64",
-        FAIL_TO_PASS=_tests(row)[0],
-        PASS_TO_PASS=_tests(row)[1],
-        language="py",
-        docker_specs={},
-        namespace=None,
+        FAIL_TO_PASS=f2p,
+        PASS_TO_PASS=p2p,
+        log_parser=MAP_REPO_TO_PARSER_PY[row["repo"]].__name__,
+        eval_type="pass_and_fail",
     )
+
+
+def _official(row: dict, log: str, tmp_path: Path) -> tuple[bool, dict]:
+    """The official harness's verdict on a test log, as `run_instance` reads it."""
+    # get_logs_eval reads only the parser's name from the spec: the one swebench 5's dataset
+    # rows give in `log_parser` (`parse_log_<kind>`), the repository's parser.
+    spec = official_spec(row)
     path = tmp_path / "test_output.txt"
     # The eval script's `set -x` echoes these markers around the test command's output.
     path.write_text(f"+ : '{START_TEST_OUTPUT}'\n{log}+ : '{END_TEST_OUTPUT}'\n")
@@ -98,9 +110,11 @@ def _official(row: dict, log: str, tmp_path: Path) -> tuple[bool, dict]:
 
 
 def _intended(row: dict, statuses: dict[str, str]) -> dict:
-    outcomes = {t: intended_outcome(row, s) for t, s in statuses.items()}
     return {
-        key: {kind: [t for t in tests if outcomes[t] == kind] for kind in ("success", "failure")}
+        key: {
+            kind: [t for t in tests if intended_outcome(row, statuses[t], key, t) == kind]
+            for kind in ("success", "failure")
+        }
         for key, tests in zip((FAIL_TO_PASS, PASS_TO_PASS), _tests(row), strict=True)
     }
 
@@ -125,6 +139,8 @@ def test_official_harness_and_evals_grading_agree(row, scenario, tmp_path):
         assert ours.missing and not official_resolved
     if scenario in ("all_pass", "lenient"):
         assert official_resolved
+    if scenario == "skipped_fail_to_pass":
+        assert not official_resolved and official_tests[FAIL_TO_PASS]["failure"] == [f2p[0]]
 
 
 def _sandbox_task(row: dict, workspace: Path, scenario: str) -> Task:
@@ -203,3 +219,19 @@ def test_agent_env_verdict_agrees_with_the_official_harness(row, scenario, tmp_p
         return
     assert list(grade.failed) == [*official_tests[FAIL_TO_PASS]["failure"], *official_tests[PASS_TO_PASS]["failure"]]
     assert grade.resolved == official_resolved
+
+
+def test_truncated_ids_and_skipped_tests_are_graded_as_swebench_5_grades_them():
+    """5.0's hardening, on the rule alone: a truncated parametrized id is read by prefix; a
+    skipped FAIL_TO_PASS test fails (4.x ignored it), a skipped PASS_TO_PASS test is kept."""
+    statuses = {"t.py::test_a[x-1 2]": "PASSED", "t.py::test_b": "SKIPPED", "t.py::test_c": "SKIPPED"}
+    f2p, p2p = ["t.py::test_a[x-1", "t.py::test_c"], ["t.py::test_b"]
+    official = get_eval_tests_report(statuses, {FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p})
+    ours = verdict(statuses, f2p, p2p)
+    expected = {
+        FAIL_TO_PASS: {"success": ["t.py::test_a[x-1"], "failure": ["t.py::test_c"]},
+        PASS_TO_PASS: {"success": ["t.py::test_b"], "failure": []},
+    }
+    assert {k: official[k] for k in (FAIL_TO_PASS, PASS_TO_PASS)} == expected == ours.tests_status
+    assert get_resolution_status(official) == ResolvedStatus.PARTIAL.value and not ours.resolved
+    assert ours.missing == () and ours.ignored == ()
