@@ -20,7 +20,6 @@ from typing import Any, Literal, NoReturn, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from evals.official import DEFAULT_NAMESPACE
 from sandboxes.yaml_files import field_problems, load_mapping
 
 GRADERS = ("auto", "project", "official")
@@ -80,8 +79,6 @@ class EvalConfig(BaseModel):
     elsewhere; `project` or `official`: only that one."""
     sandbox: Literal["local", "docker"] = "local"
     """Where agents and the project grader run: `local` (bubblewrap) or `docker`."""
-    harness_namespace: str | None = DEFAULT_NAMESPACE
-    """Image namespace of the official harness (`none`: images built locally)."""
     harness_pull: bool = False
     """Let the official harness pull missing images."""
     harness_timeout: int = Field(default=1800, gt=0)
@@ -106,11 +103,6 @@ class EvalConfig(BaseModel):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("harness_namespace", mode="before")
-    @classmethod
-    def _none_is_local(cls, value: Any) -> Any:
-        return None if isinstance(value, str) and value.lower() == "none" else value
-
     def agent_options(self) -> dict[str, Any]:
         """The part an agent solver takes (`evals.runner.AgentSolver`)."""
         fields = ("engine", "base_url", "tokenizer", "max_turns", "max_new_tokens", "max_total_tokens")
@@ -122,7 +114,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "model and engine": ("model", "engine", "base_url", "tokenizer", "serve_args"),
     "agent": ("max_turns", "max_new_tokens", "max_total_tokens", "temperature", "seed"),
     "tasks": ("dataset", "instances", "repo_cache", "quarantine", "predictions"),
-    "grading": ("grader", "sandbox", "harness_namespace", "harness_pull", "harness_timeout", "validate_gold", "reruns"),
+    "grading": ("grader", "sandbox", "harness_pull", "harness_timeout", "validate_gold", "reruns"),
     "run": ("output", "workers", "keep_errors"),
 }
 
@@ -170,7 +162,7 @@ USAGE_EXAMPLE = "python -m evals.swe --model gold --instances ID,ID --workers 4"
 
 METAVARS = {"model": "NAME", "base_url": "URL", "tokenizer": "NAME", "serve_args": "ARGS", "dataset": "SOURCE",
             "instances": "ID,ID", "repo_cache": "DIR", "quarantine": "PATH", "predictions": "PATH",
-            "harness_namespace": "NAME", "harness_timeout": "SECONDS", "output": "DIR"}  # fmt: skip
+            "harness_timeout": "SECONDS", "output": "DIR"}  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):

@@ -1,22 +1,28 @@
 """SWE-bench's official harness, where it can run: a Docker engine and the instances' images.
 
+The harness is swebench 5 (pinned exactly by the `swebench` extra). Unlike 4.x it builds no
+specification of its own: `swebench.harness.utils.make_test_spec` reads the instance's image
+name, eval script, log parser and eval type from columns of the dataset row (`image`,
+`eval_script`, `log_parser`, `eval_type`), which the current SWE-bench datasets and task
+repositories carry. Rows without them (older exports, like the offline Verified file this
+project is tested with) cannot be graded by it: they go to the project grader, whose
+environment comes from `tasks.swebench_specs`.
+
 `check_harness(rows)` says, per instance, whether the harness can grade it here. It needs
 - a reachable Docker engine (the `docker` extra and a daemon);
-- the instance's `TestSpec`: `swebench.harness.test_spec.make_test_spec`, which for some
-  repositories (django, matplotlib, pylint, xarray, flask) downloads requirement files
-  from GitHub, so without a network those instances cannot be graded officially;
-- the instance image, present locally (`<namespace>/sweb.eval.<arch>.<id>:latest` as
-  published, or `sweb.eval.<arch>.<id>:latest` as `swebench.harness.prepare_images`
-  builds it); with `allow_pull` an absent image counts as available and the harness
-  pulls it.
+- the row's harness columns (above), from which `make_test_spec` makes its `TestSpec`;
+- the instance image the row names, present locally (pulled, or built by
+  `swebench images build`, which gives it the same name); with `allow_pull` an absent
+  image counts as available and the harness pulls it.
 
-`run_harness(...)` runs `python -m swebench.harness.run_evaluation` (the `swebench`
-package, pinned by the `swebench` extra) on a predictions file, in a working directory of
-its own (the harness writes `logs/run_evaluation/<run_id>/<model>/<instance>/` under its
-current directory), and `read_reports` turns those per-instance logs into verdicts:
-`report.json` gives resolved or not; a patch that does not apply is unresolved (the
-agent's doing); anything else without a report (an image that cannot be built or pulled, a
-test run past the timeout, a crash) is an infrastructure error, never unresolved.
+`run_harness(...)` runs swebench 5's command line (`swebench eval DATASET -p PREDICTIONS`)
+on a predictions file, in a working directory of its own (the harness writes
+`logs/run_evaluation/<run_id>/<model>/<instance>/` under its current directory), and
+`read_report` turns those per-instance logs into verdicts: `report.json` gives resolved or
+not, unless its `infra_failure` says the environment broke (an error); a patch that does
+not apply is unresolved (the agent's doing); anything else without a report (an image that
+cannot be pulled, a test run past the timeout, a crash) is an infrastructure error, never
+unresolved.
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HARNESS_MODULE = "swebench.harness.run_evaluation"
-DEFAULT_NAMESPACE = "swebench"
-# Strings the harness writes in run_instance.log (swebench.harness.constants).
+# swebench 5's command line (`swebench eval ...`), run with this interpreter: the console
+# script may be absent or point at another one.
+HARNESS_CLI = "from swebench.cli.cli import main; main()"
+# The columns swebench 5's make_test_spec reads from a row beyond the classic ones.
+HARNESS_COLUMNS = ("image", "eval_script", "log_parser", "eval_type")
+# Strings the harness writes in run_instance.log (swebench.harness.constants, run_evaluation).
 APPLY_PATCH_FAIL = ">>>>> Patch Apply Failed"
 TIMED_OUT = "Test timed out after"
 
@@ -39,8 +48,8 @@ TIMED_OUT = "Test timed out after"
 class HarnessCheck:
     """Which instances the official harness can grade here, and why not the others."""
 
-    ready: dict[str, str | None] = field(default_factory=dict)
-    """instance id -> the image namespace to run it with (None: a locally built image)."""
+    ready: dict[str, str] = field(default_factory=dict)
+    """instance id -> the instance image it runs in."""
     not_ready: dict[str, str] = field(default_factory=dict)
     """instance id -> why the harness cannot grade it here."""
 
@@ -65,6 +74,17 @@ class OfficialVerdict:
     log_dir: str = ""
 
 
+def harness_version() -> str | None:
+    """The installed swebench release (the harness whose grading and parsers are used), or
+    None when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("swebench")
+    except PackageNotFoundError:
+        return None
+
+
 def docker_problem() -> str | None:
     """Why no Docker engine can be used here, or None when one answers."""
     try:
@@ -80,20 +100,18 @@ def docker_problem() -> str | None:
     return None
 
 
-def _test_spec(row: dict, namespace: str | None):
-    from swebench.harness.test_spec.test_spec import make_test_spec  # lazy: the swebench extra
+def missing_columns(row: dict) -> list[str]:
+    """The harness columns (`HARNESS_COLUMNS`) a row lacks."""
+    return [column for column in HARNESS_COLUMNS if not row.get(column)]
 
-    return make_test_spec(row, namespace=namespace)
 
-
-def check_harness(
-    rows: list[dict], *, namespace: str | None = DEFAULT_NAMESPACE, allow_pull: bool = False
-) -> HarnessCheck:
+def check_harness(rows: list[dict], *, allow_pull: bool = False) -> HarnessCheck:
     """Per instance: can the official harness grade it on this machine?"""
     if not rows:
         return HarnessCheck()
     try:
         import swebench.harness.run_evaluation  # noqa: F401  (lazy: the swebench extra; imports docker)
+        from swebench.harness.utils import make_test_spec
     except ImportError as exc:
         return HarnessCheck(not_ready={r["instance_id"]: f"the swebench package cannot load: {exc}" for r in rows})
     problem = docker_problem()
@@ -104,25 +122,26 @@ def check_harness(
     client = docker.from_env(timeout=30)
     local = {tag for image in client.images.list() for tag in image.tags}
     client.close()
-    ready: dict[str, str | None] = {}
+    ready: dict[str, str] = {}
     not_ready: dict[str, str] = {}
     for row in rows:
         instance = row["instance_id"]
-        candidates = dict.fromkeys([namespace, None])  # the published name first, then a local build
-        keys = {}
+        missing = missing_columns(row)
+        if missing:
+            not_ready[instance] = (
+                f"the row has no {', '.join(missing)}: swebench 5 reads the instance's image and eval script "
+                "from the dataset (its current revision, or a task repository), not from an older export"
+            )
+            continue
         try:
-            for candidate in candidates:
-                keys[candidate] = _test_spec(row, candidate).instance_image_key
-        except Exception as exc:  # network, unknown repo/version: the harness could not run it either
+            image = make_test_spec(row).image
+        except Exception as exc:  # a malformed row: the harness could not run it either
             not_ready[instance] = f"no TestSpec here ({type(exc).__name__}: {str(exc)[:120]})"
             continue
-        found = [c for c, key in keys.items() if key in local]
-        if found:
-            ready[instance] = found[0]
-        elif allow_pull and namespace is not None:
-            ready[instance] = namespace
+        if image in local or allow_pull:
+            ready[instance] = image
         else:
-            not_ready[instance] = f"instance image {keys[namespace]} is not present (docker pull it, or build it)"
+            not_ready[instance] = f"instance image {image} is not present (docker pull it, or swebench images build)"
     return HarnessCheck(ready, not_ready)
 
 
@@ -132,35 +151,28 @@ def harness_command(
     predictions: Path,
     instance_ids: list[str],
     run_id: str,
-    namespace: str | None,
     max_workers: int,
     timeout_s: int,
 ) -> list[str]:
-    """The official harness's command line (`python -m swebench.harness.run_evaluation`)."""
+    """The official harness's command line: swebench 5's `swebench eval` (it keeps every
+    image; 4.x's `--cache_level`/`--clean` are gone)."""
+    selected = [part for instance in instance_ids for part in ("-i", instance)]
     return [
         sys.executable,
-        "-m",
-        HARNESS_MODULE,
-        "--dataset_name",
+        "-c",
+        HARNESS_CLI,
+        "eval",
         str(dataset),
-        "--predictions_path",
+        "--predictions",
         str(predictions),
-        "--instance_ids",
-        *instance_ids,
-        "--run_id",
+        *selected,
+        "--run-id",
         run_id,
-        "--namespace",
-        namespace or "none",
-        "--max_workers",
+        "--workers",
         str(max_workers),
         "--timeout",
         str(timeout_s),
-        # Keep every image: removing one the user built or pulled would cost them hours.
-        "--cache_level",
-        "instance",
-        "--clean",
-        "false",
-        "--report_dir",
+        "--report-dir",
         ".",
     ]
 
@@ -180,8 +192,12 @@ def read_report(workdir: Path, run_id: str, prediction: dict) -> OfficialVerdict
             report = json.loads(report_path.read_text())[instance]
         except (json.JSONDecodeError, KeyError) as exc:
             return OfficialVerdict(instance, "error", f"{report_path}: unreadable report ({exc})", log_dir=str(log_dir))
+        if report.get("infra_failure"):  # the environment broke (swebench 5's classify_logs): no verdict
+            why = report.get("infra_failure_reason", "unknown")
+            return OfficialVerdict(instance, "error", f"the official harness's environment failed ({why})",
+                                   log_dir=str(log_dir))  # fmt: skip
         status = "resolved" if report.get("resolved") else "unresolved"
-        note = "" if report.get("patch_successfully_applied") else "no test output (see test_output.txt)"
+        note = "" if report.get("patch_successfully_applied") else "no usable test output (see test_output.txt)"
         return OfficialVerdict(instance, status, note, report.get("tests_status"), str(log_dir))
     instance_log = log_dir / "run_instance.log"
     text = instance_log.read_text(errors="replace") if instance_log.exists() else ""
@@ -208,7 +224,6 @@ def run_harness(
     *,
     workdir: Path,
     run_id: str,
-    namespace: str | None,
     max_workers: int = 1,
     timeout_s: int = 1800,
 ) -> dict[str, OfficialVerdict]:
@@ -230,7 +245,6 @@ def run_harness(
         predictions=predictions_path.resolve(),
         instance_ids=sorted(wanted),
         run_id=run_id,
-        namespace=namespace,
         max_workers=max_workers,
         timeout_s=timeout_s,
     )

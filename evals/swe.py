@@ -80,11 +80,11 @@ LOG_TAIL_CHARS = 4000
 @dataclass(frozen=True)
 class GradePlan:
     """How one instance is graded: by the `project` sandbox grader, the `official` harness
-    (with an image `namespace`), or not at all (`error`, with the reason)."""
+    (in its instance `image`), or not at all (`error`, with the reason)."""
 
     kind: str
     reason: str = ""
-    namespace: str | None = None
+    image: str = ""
 
 
 def is_swebench_row(task: Task) -> bool:
@@ -94,7 +94,7 @@ def is_swebench_row(task: Task) -> bool:
 def plan_grading(task: Task, grader: str, harness: HarnessCheck) -> GradePlan:
     """Pick the grader of one instance; the reason names what is missing when none can."""
     if task.id in harness.ready and grader in ("auto", "official"):
-        return GradePlan("official", namespace=harness.ready[task.id])
+        return GradePlan("official", image=harness.ready[task.id])
     if grader == "official":
         why = harness.not_ready.get(task.id) or "not a SWE-bench row: the official harness grades only those"
         return GradePlan("error", f"the official harness cannot grade it here: {why}")
@@ -335,25 +335,10 @@ def grade_officially(
     workers: int,
     timeout_s: int,
 ) -> dict[str, OfficialVerdict]:
-    """Run the official harness on the pending instances' predictions, by image namespace."""
-    verdicts: dict[str, OfficialVerdict] = {}
-    by_namespace: dict[str | None, list[dict]] = {}
-    for record in pending:
-        by_namespace.setdefault(plans[record["instance_id"]].namespace, []).append(predictions[record["instance_id"]])
-    for namespace, batch in by_namespace.items():
-        log.info("official harness: grading %d instance(s); log: %s", len(batch), workdir / "harness.log")
-        verdicts.update(
-            run_harness(
-                rows,
-                batch,
-                workdir=workdir,
-                run_id=run_id,
-                namespace=namespace,
-                max_workers=workers,
-                timeout_s=timeout_s,
-            )
-        )
-    return verdicts
+    """Run the official harness on the pending instances' predictions."""
+    batch = [predictions[record["instance_id"]] for record in pending]
+    log.info("official harness: grading %d instance(s); log: %s", len(batch), workdir / "harness.log")
+    return run_harness(rows, batch, workdir=workdir, run_id=run_id, max_workers=workers, timeout_s=timeout_s)
 
 
 def _apply_official(record: dict, official: OfficialVerdict) -> dict:
@@ -459,11 +444,7 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
 
     grader = config.grader
     rows = swebench_rows(dataset, tasks) if grader != "project" else []
-    harness = (
-        check_harness(rows, namespace=config.harness_namespace, allow_pull=config.harness_pull)
-        if rows
-        else HarnessCheck()
-    )
+    harness = check_harness(rows, allow_pull=config.harness_pull) if rows else HarnessCheck()
     if rows:
         log.info("official harness: %s", harness.describe())
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}

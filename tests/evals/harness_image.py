@@ -2,11 +2,12 @@
 run with a real pytest, laid out as SWE-bench's images are (the repository at /testbed).
 
 No registry is reachable here, so the published images cannot be pulled. These rows are
-SWE-bench rows of `pytest-dev/pytest` 7.2 (whose eval script is `pytest -rA <test files>`
-after applying the test patch), over a repository of our own: the harness, its eval
-script, its log parser and its grading all run unchanged; only the repository differs.
-The image has no conda, so the eval script's `conda activate` lines fail and go on, as
-they would in any bash script without `set -e`.
+SWE-bench rows of `pytest-dev/pytest` 7.2 over a repository of our own, in swebench 5's
+form: besides the classic columns they name their `image`, `eval_script` (what the
+dataset gives for pytest 7.2: check out the test files, apply the test patch, run
+`pytest -rA <test files>` between the output markers, restore the test files),
+`log_parser` and `eval_type`. The harness, its log parser and its grading run unchanged;
+only the repository and the image differ.
 """
 
 from __future__ import annotations
@@ -55,6 +56,31 @@ def make_repository(root: Path) -> str:
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True).stdout.strip()
 
 
+def image_name(instance_id: str) -> str:
+    """The image a row names, as the published ones are named (swebench 5's `ImageSpec.name`)."""
+    return f"{NAMESPACE}/sweb.eval.x86_64.{instance_id}:latest".replace("__", "_1776_").lower()
+
+
+def eval_script(base_commit: str, test_patch: str, test_files: list[str]) -> str:
+    """The eval script of a pytest 7.2 row (the dataset's shape, without conda)."""
+    files = " ".join(test_files)
+    return "\n".join([
+        "#!/bin/bash",
+        "set -uxo pipefail",
+        "cd /testbed",
+        "git status",
+        f"git -c core.fileMode=false diff {base_commit}",
+        f"git checkout {base_commit} {files}",
+        "git apply -v - <<'EOF_114329324912'",
+        test_patch.rstrip("\n"),
+        "EOF_114329324912",
+        ": '>>>>> Start Test Output'",
+        f"pytest -rA {files}",
+        ": '>>>>> End Test Output'",
+        f"git checkout {base_commit} {files}",
+    ]) + "\n"  # fmt: skip
+
+
 def make_rows(base_commit: str) -> list[dict]:
     """Three rows over the repository: a gold patch that resolves, one that does not (it
     breaks `mul`, a PASS_TO_PASS test), and one that does not apply."""
@@ -80,6 +106,10 @@ def make_rows(base_commit: str) -> list[dict]:
             "FAIL_TO_PASS": json.dumps(["testing/test_calc.py::test_add"]),
             "PASS_TO_PASS": json.dumps(["testing/test_calc.py::test_mul"]),
             "difficulty": "<15 min fix",
+            "image": image_name(instance_id),
+            "eval_script": eval_script(base_commit, test_patch, ["testing/test_calc.py"]),
+            "log_parser": "parse_log_pytest",
+            "eval_type": "pass_and_fail",
         }
         for instance_id, patch in patches.items()
     ]

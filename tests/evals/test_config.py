@@ -38,7 +38,7 @@ def test_help_says_what_it_does_and_lists_every_field_with_its_docstring_and_def
         assert flag_of(name) in text, name
         assert " ".join(field.description.split())[:40] in flat, name
     assert "--config FILE.yaml" in text
-    assert "(default: 30)" in flat and "(default: runs/eval-swe)" in flat and "(default: swebench)" in flat
+    assert "(default: 30)" in flat and "(default: runs/eval-swe)" in flat and "(default: 1800)" in flat
 
 
 def test_evaluate_and_the_command_line_share_one_set_of_defaults():
@@ -60,14 +60,14 @@ def test_evaluate_and_the_command_line_share_one_set_of_defaults():
 def test_config_file_then_flags_override_it(tmp_path):
     path = tmp_path / "eval.yaml"
     path.write_text(
-        "model: gold\nworkers: 3\nvalidate_gold: true\ninstances: [a, b]\nharness_namespace: none\n"
+        "model: gold\nworkers: 3\nvalidate_gold: true\ninstances: [a, b]\nharness_pull: true\n"
         "output: runs/x\nmax_turns: 7\n"
     )
     config = _parse(["--config", str(path), "--workers", "2", "--no-validate-gold", "--max-turns", "9"])
-    assert (config.model, config.instances, config.harness_namespace) == ("gold", ["a", "b"], None)  # the file
+    assert (config.model, config.instances, config.harness_pull) == ("gold", ["a", "b"], True)  # the file
     assert (config.workers, config.validate_gold, config.max_turns) == (2, False, 9)  # flags win
     assert config.output == Path("runs/x") and config.engine == "hf"  # the file, then the defaults
-    assert _parse(["--instances", "a, b,", "--harness-namespace", "None"]).instances == ["a", "b"]
+    assert _parse(["--instances", "a, b,"]).instances == ["a", "b"]
     assert _parse(["--instances", ""]).instances == []  # `make eval-swe` without INSTANCES: all
 
 

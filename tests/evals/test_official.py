@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from swebench.harness.grading import get_eval_report
-from swebench.harness.test_spec.test_spec import TestSpec as OfficialTestSpec  # not a pytest class
+from swebench.harness.utils import make_test_spec
 
 from evals.config import EvalConfig
-from evals.official import check_harness, docker_problem, harness_command, read_report
+from evals.official import check_harness, docker_problem, harness_command, harness_version, read_report
 from evals.swe import evaluate
 from tests.conftest import needs_bwrap
 from tests.evals import harness_image
@@ -60,48 +60,62 @@ def test_official_grader_refuses_tasks_that_are_not_swebench_rows(tmp_path):
     assert "not a SWE-bench row" in record["error"]
 
 
-def test_harness_command_is_the_official_entry_point():
+def test_harness_command_is_swebench_5s_command_line():
     command = harness_command(
         dataset=Path("/d.jsonl"),
         predictions=Path("/p.jsonl"),
         instance_ids=["a", "b"],
         run_id="r",
-        namespace=None,
         max_workers=3,
         timeout_s=60,
     )
-    assert command[1:3] == ["-m", "swebench.harness.run_evaluation"]
-    flags = dict(zip(command[3::2], command[4::2], strict=False))
-    assert flags["--dataset_name"] == "/d.jsonl" and flags["--predictions_path"] == "/p.jsonl"
-    assert command[command.index("--instance_ids") + 1 : command.index("--run_id")] == ["a", "b"]
-    assert command[command.index("--namespace") + 1] == "none"  # the harness's spelling of a local build
-    assert command[command.index("--clean") + 1] == "false"  # never remove the user's images
+    assert command[1:5] == ["-c", "from swebench.cli.cli import main; main()", "eval", "/d.jsonl"]
+    assert command[5:] == ["--predictions", "/p.jsonl", "-i", "a", "-i", "b", "--run-id", "r", "--workers", "3",
+                           "--timeout", "60", "--report-dir", "."]  # fmt: skip
+    # The command line itself parses it: its --help names every option used.
+    import subprocess
+
+    shown = subprocess.run([*command[:4], "--help"], capture_output=True, text=True, check=True).stdout
+    assert all(flag in shown for flag in ("--predictions", "--instance", "--run-id", "--workers", "--timeout"))
 
 
-def _spec(row: dict) -> OfficialTestSpec:
-    return OfficialTestSpec(
-        instance_id=row["instance_id"],
-        repo=row["repo"],
-        version=row["version"],
-        repo_script_list=[],
-        eval_script_list=[],
-        env_script_list=[],
-        arch="x86_64",
-        FAIL_TO_PASS=json.loads(row["FAIL_TO_PASS"]),
-        PASS_TO_PASS=json.loads(row["PASS_TO_PASS"]),
-        language="py",
-        docker_specs={},
-        namespace=None,
+def test_the_harness_version_is_the_pinned_one():
+    assert harness_version() == "5.0.2"
+
+
+def test_rows_without_swebench_5_columns_are_not_ready_and_say_why(tmp_path):
+    if docker_problem():
+        pytest.skip(f"needs a Docker engine to reach the row checks: {docker_problem()}")
+    rows = _rows(SAMPLE)
+    check = check_harness(rows)
+    assert not check.ready
+    assert all(
+        why.startswith("the row has no image, eval_script, log_parser, eval_type:") for why in check.not_ready.values()
     )
+    named = [{**rows[0], **harness_image.make_rows("0" * 40)[0], "instance_id": "x__y-1"}]
+    assert check_harness(named).not_ready == {
+        "x__y-1": "instance image agentic-rl-test/sweb.eval.x86_64.pytest-dev_1776_pytest-90001:latest is not present "
+        "(docker pull it, or swebench images build)"
+    }
+    assert check_harness(named, allow_pull=True).ready == {
+        "x__y-1": "agentic-rl-test/sweb.eval.x86_64.pytest-dev_1776_pytest-90001:latest"
+    }
 
 
-def _harness_logs(workdir: Path, row: dict, log: str) -> dict:
+def _spec(row: dict):
+    """swebench 5's TestSpec of a row; the sample rows lack its columns, which are filled in."""
+    return make_test_spec({**row, "image": "img", "eval_script": "", "log_parser": "parse_log_pytest",
+                           "eval_type": "pass_and_fail"})  # fmt: skip
+
+
+def _harness_logs(workdir: Path, row: dict, log: str, *, wrap: bool = True, text: str = "") -> dict:
     """Lay out one instance's logs as `run_instance` does, its report written by the
-    official `get_eval_report` from the test output."""
+    official `get_eval_report` from the test output (`text` as is, when not `wrap`)."""
     prediction = {"instance_id": row["instance_id"], "model_name_or_path": "org/model", "model_patch": "diff"}
     log_dir = workdir / "logs" / "run_evaluation" / "run" / "org__model" / row["instance_id"]
     log_dir.mkdir(parents=True)
-    (log_dir / "test_output.txt").write_text(f"+ : '>>>>> Start Test Output'\n{log}+ : '>>>>> End Test Output'\n")
+    output = f"+ : '>>>>> Start Test Output'\n{log}+ : '>>>>> End Test Output'\n" if wrap else text
+    (log_dir / "test_output.txt").write_text(output)
     report = get_eval_report(_spec(row), prediction, str(log_dir / "test_output.txt"), include_tests_status=True)
     (log_dir / "report.json").write_text(json.dumps(report))
     return prediction
@@ -119,6 +133,15 @@ def test_reports_written_by_the_official_grading_are_read_back(tmp_path):
     prediction = _harness_logs(tmp_path / "broken", row, build_log(row, broken))
     verdict = read_report(tmp_path / "broken", "run", prediction)
     assert verdict.status == "unresolved" and verdict.tests_status["PASS_TO_PASS"]["failure"] == [p2p[0]]
+
+
+def test_a_report_flagging_an_environment_failure_is_an_error_not_unresolved(tmp_path):
+    """swebench 5 flags logs with no test results and an environment's signature (here the
+    kernel's OOM killer) as `infra_failure`; the run counts them as errors."""
+    row = next(r for r in _rows(SAMPLE) if r["repo"] == "pytest-dev/pytest")
+    prediction = _harness_logs(tmp_path, row, "", wrap=False, text="Cannot allocate memory\nKilled\n")
+    verdict = read_report(tmp_path, "run", prediction)
+    assert (verdict.status, verdict.note) == ("error", "the official harness's environment failed (out_of_memory)")
 
 
 def test_instances_without_a_report_are_errors_unless_the_patch_did_not_apply(tmp_path):
@@ -157,11 +180,9 @@ def instance_images(tmp_path):
         if os.environ.get("SANDBOX_REQUIRE_DOCKER") == "1":
             pytest.fail(f"docker tier required (SANDBOX_REQUIRE_DOCKER=1) but unavailable: {problem}")
         pytest.skip(f"official harness unavailable: {problem}")
-    from swebench.harness.test_spec.test_spec import make_test_spec
-
     base = harness_image.make_repository(tmp_path / "repository")
     rows = harness_image.make_rows(base)
-    tags = [make_test_spec(row, namespace=harness_image.NAMESPACE).instance_image_key for row in rows]
+    tags = [make_test_spec(row).image for row in rows]
     harness_image.build_image(tmp_path / "context", tmp_path / "repository", tags)
     dataset = tmp_path / "rows.jsonl"
     dataset.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -178,7 +199,6 @@ def test_official_harness_grades_predictions_in_instance_images(instance_images,
             dataset=str(instance_images),
             output=output,
             workers=2,
-            harness_namespace=harness_image.NAMESPACE,
             harness_timeout=120,
         ),
         progress=False,
@@ -209,7 +229,6 @@ def test_official_harness_grades_predictions_in_instance_images(instance_images,
             model="empty",
             dataset=str(instance_images),
             output=tmp_path / "empty",
-            harness_namespace=harness_image.NAMESPACE,
         ),
         progress=False,
     )
