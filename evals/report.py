@@ -6,15 +6,26 @@ Every instance has one status:
 - `error`: infrastructure (no environment, a dead sandbox, a test run past its timeout,
   an inference server that kept failing), never counted as unresolved. Errors because the
   instance cannot run here at all (no repository, an environment that cannot be built:
-  the record's `unavailable` says why) are also counted and listed apart, as not runnable.
+  the record's `unavailable` says why) are also counted, and marked as not runnable here.
 Quarantined instances (flaky under the gold patch, `--validate-gold`) are listed but left
 out of every count and rate. Rates are shown over all counted instances (what the
-leaderboard reports) and over graded ones (errors excluded).
+leaderboard reports) and over graded ones (errors excluded), each with a 95% Wilson score
+interval (`wilson_interval`). The report also lists every errored instance with its
+reason, and names the harness release and the per-(repository, version) specifications
+the run used (`run.json`'s `swebench_version` and `harness_specs`).
+
+Why Wilson and not Clopper-Pearson: both are sound for a binomial rate at the sizes runs
+have (tens to 500 instances) and near 0% or 100%, where the normal approximation's
+interval leaves [0, 1] or collapses to a point; Clopper-Pearson guarantees at least 95%
+coverage by being conservative (wider than needed, most at small n), while Wilson's
+coverage is close to 95% on average, and it is a closed form with no dependency (the
+exact interval needs the beta distribution's quantiles, i.e. scipy).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +34,19 @@ log = logging.getLogger(__name__)
 
 STATUSES = ("resolved", "unresolved", "empty_patch", "error")
 DIFFICULTIES = ("easy", "medium", "hard")
+Z_95 = 1.959963984540054  # the standard normal's 0.975 quantile: a two-sided 95% interval
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a binomial rate (95% by default), rounded to 4 decimals;
+    (0.0, 1.0) when there are no trials (nothing is known)."""
+    if trials == 0:
+        return 0.0, 1.0
+    rate = successes / trials
+    scale = 1 + z * z / trials
+    center = (rate + z * z / (2 * trials)) / scale
+    half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / scale
+    return round(max(0.0, center - half), 4), round(min(1.0, center + half), 4)
 
 
 def status_of(result: dict) -> str:
@@ -53,7 +77,9 @@ def summarize(results: list[dict], quarantined: Iterable[str] = ()) -> dict:
         "unavailable": sum(1 for r in counted if r["status"] == "error" and r.get("unavailable")),
         "quarantined": len(results) - len(counted),
         "resolved_rate": counts["resolved"] / len(counted) if counted else 0.0,
+        "resolved_rate_ci": list(wilson_interval(counts["resolved"], len(counted))),
         "resolved_rate_of_graded": counts["resolved"] / graded if graded else 0.0,
+        "resolved_rate_of_graded_ci": list(wilson_interval(counts["resolved"], graded)),
         "mean_turns": _mean([r.get("turns", 0) for r in ran]),
         "mean_tokens": _mean([r.get("tokens", 0) for r in ran]),
         "mean_policy_tokens": _mean([r.get("policy_tokens", 0) for r in ran]),
@@ -70,6 +96,24 @@ def breakdown(results: list[dict], key: str, quarantined: Iterable[str] = ()) ->
     rank = {name: i for i, name in enumerate(DIFFICULTIES)}
     names = sorted(groups, key=lambda name: (rank.get(name, len(rank)), name))
     return {name: summarize(groups[name], quarantine) for name in names}
+
+
+def error_reason(result: dict) -> str:
+    """Why an instance errored, in one line: what could not be had here (`unavailable`) or
+    the infrastructure error."""
+    text = (result.get("unavailable") or result.get("error") or "no reason recorded").strip()
+    return text.splitlines()[0] if text else "no reason recorded"
+
+
+def errored_instances(results: list[dict], quarantined: Iterable[str] = ()) -> list[dict]:
+    """Every counted instance that errored: its id, the reason, and whether it cannot run
+    here at all (`unavailable`) rather than having failed while running."""
+    quarantine = set(quarantined)
+    return [
+        {"instance_id": r["instance_id"], "reason": error_reason(r), "unavailable": bool(r.get("unavailable"))}
+        for r in results
+        if r.get("status") == "error" and r["instance_id"] not in quarantine
+    ]
 
 
 def build_report(
@@ -89,6 +133,7 @@ def build_report(
         "by_repo": breakdown(results, "repo", flaky),
         "by_difficulty": breakdown(results, "difficulty", flaky),
         "graders": dict(Counter(r.get("grader") or "none" for r in results)),
+        "errored_instances": errored_instances(results, flaky),
         "official_harness": harness or {},
         "quarantined_instances": (quarantine or {}).get("quarantined", []),
         "gold_failures": gold_failures or [],
@@ -108,6 +153,10 @@ def _percent(value: float) -> str:
     return f"{100 * value:.1f}"
 
 
+def _interval(bounds: list[float] | tuple[float, float] | None) -> str:
+    return f"{_percent(bounds[0])}–{_percent(bounds[1])}" if bounds else ""
+
+
 def _cell(text: object) -> str:
     return str(text).replace("|", "/").replace("\n", " ")
 
@@ -116,13 +165,15 @@ def _group_table(title: str, column: str, groups: dict[str, dict]) -> list[str]:
     lines = [
         f"## {title}",
         "",
-        f"| {column} | instances | resolved | unresolved | empty patch | error | resolved % | mean turns | mean tokens |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| {column} | instances | resolved | unresolved | empty patch | error | resolved % | 95% CI "
+        "| mean turns | mean tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in groups.items():
         lines.append(
             f"| {name} | {s['counted']} | {s['resolved']} | {s['unresolved']} | {s['empty_patch']} | {s['error']} "
-            f"| {_percent(s['resolved_rate'])} | {s['mean_turns']} | {s['mean_tokens']} |"
+            f"| {_percent(s['resolved_rate'])} | {_interval(s.get('resolved_rate_ci'))} | {s['mean_turns']} "
+            f"| {s['mean_tokens']} |"
         )
     return [*lines, ""]
 
@@ -132,14 +183,20 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
     report = report or {}
     lines = [f"# SWE evaluation: {model}", ""]
     settings = [f"{k}: {report[k]}" for k in ("dataset", "engine", "grader", "workers") if report.get(k) is not None]
+    if report.get("swebench_version"):
+        settings.append(f"harness: swebench {report['swebench_version']}")
     if settings:
         lines += [" · ".join(settings), ""]
     lines += [
-        "| instances | resolved | unresolved | empty patch | error | quarantined | resolved % | resolved % of graded |",
-        "|---|---|---|---|---|---|---|---|",
+        "| instances | resolved | unresolved | empty patch | error | quarantined | resolved % | resolved % of graded "
+        "| 95% CI of resolved % | 95% CI of graded |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         f"| {summary['instances']} | {summary['resolved']} | {summary['unresolved']} | {summary['empty_patch']} "
         f"| {summary['error']} | {summary.get('quarantined', 0)} | {_percent(summary['resolved_rate'])} "
-        f"| {_percent(summary['resolved_rate_of_graded'])} |",
+        f"| {_percent(summary['resolved_rate_of_graded'])} | {_interval(summary.get('resolved_rate_ci'))} "
+        f"| {_interval(summary.get('resolved_rate_of_graded_ci'))} |",
+        "",
+        "Intervals are 95% Wilson score intervals of the resolved rate (over counted instances, and over graded ones).",
         "",
         f"Mean turns {summary.get('mean_turns', 0)}, mean tokens {summary.get('mean_tokens', 0)} "
         f"({summary.get('mean_policy_tokens', 0)} generated) over the instances that ran. Errors are "
@@ -156,17 +213,40 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
         lines += _group_table("By repository", "repository", report["by_repo"])
     if report.get("by_difficulty"):
         lines += _group_table("By difficulty", "difficulty", report["by_difficulty"])
-    unavailable = [r for r in results if r.get("status") == "error" and r.get("unavailable")]
-    if unavailable:
+    errored = report.get("errored_instances") or []
+    if errored:
+        unrunnable = sum(1 for e in errored if e["unavailable"])
         lines += [
-            f"## Not runnable here ({len(unavailable)}, counted as errors)",
+            f"## Errored instances ({len(errored)})",
             "",
-            "Their repository or environment cannot be had on this machine; the reason names the part that failed.",
+            f"Never counted as unresolved. {unrunnable} cannot run here (their repository or environment "
+            f"cannot be had on this machine; the reason names the part that failed), {len(errored) - unrunnable} "
+            "had an infrastructure error.",
             "",
-            "| instance | reason |",
-            "|---|---|",
+            "| instance | kind | reason |",
+            "|---|---|---|",
         ]
-        lines += [f"| {r['instance_id']} | {_cell(r['unavailable'].splitlines()[0])[:300]} |" for r in unavailable]
+        lines += [
+            f"| {e['instance_id']} | {'not runnable here' if e['unavailable'] else 'infrastructure'} "
+            f"| {_cell(e['reason'])[:300]} |"
+            for e in errored
+        ]
+        lines.append("")
+    specs = report.get("harness_specs") or {}
+    if specs:
+        lines += [
+            "## Harness specifications used",
+            "",
+            f"Per repository and version, from {next(iter(specs.values())).get('source', 'the harness')}.",
+            "",
+            "| repository | version | instances | python | install | test command |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {spec['repo']} | {spec['version']} | {spec.get('instances', 0)} | {spec.get('python', '')} "
+            f"| `{_cell(spec.get('install', ''))}` | `{_cell(spec.get('test_cmd', ''))}` |"
+            for spec in specs.values()
+        ]
         lines.append("")
     if report.get("quarantined_instances"):
         lines += [

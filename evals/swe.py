@@ -49,7 +49,7 @@ from tqdm import tqdm
 from agent_env import GradingError, needs_environment, network_failure, prepare_environments
 from evals.config import GRADERS, ConfigError, EvalConfig, config_from_argv
 from evals.grading import verdict
-from evals.official import HarnessCheck, OfficialVerdict, check_harness, run_harness
+from evals.official import HarnessCheck, OfficialVerdict, check_harness, harness_version, run_harness
 from evals.report import build_report, markdown_report, status_of, summarize, write_chart
 from evals.runner import ORACLES, AgentSolver, Attempt, OracleSolver, PredictionsSolver, SandboxFactory, Solver
 from evals.serve import ModelServer, ServeError, free_port, vllm_command
@@ -104,6 +104,17 @@ def plan_grading(task: Task, grader: str, harness: HarnessCheck) -> GradePlan:
     if task.id in harness.not_ready:
         reason += f"; official harness: {harness.not_ready[task.id]}"
     return GradePlan("error", reason)
+
+
+def harness_specs(tasks: list[Task]) -> dict[str, dict]:
+    """The harness specification each (repository, version) of the run's SWE-bench rows was
+    made from, with how many instances use it, keyed `repo version`, sorted."""
+    specs: dict[str, dict] = {}
+    for task in tasks:
+        if task.harness_spec:
+            key = f"{task.harness_spec['repo']} {task.harness_spec['version']}"
+            specs.setdefault(key, {**task.harness_spec, "instances": 0})["instances"] += 1
+    return dict(sorted(specs.items()))
 
 
 def swebench_rows(dataset: str, tasks: list[Task]) -> list[dict]:
@@ -440,6 +451,7 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
                temperature=config.temperature)  # fmt: skip
     if config.repo_cache is not None:
         run["repo_cache"] = str(config.repo_cache)
+    run.update(swebench_version=harness_version(), harness_specs=harness_specs(tasks))
     store.write_run_info({**run, "instances": [t.id for t in tasks], "validate_gold": config.validate_gold})
 
     grader = config.grader
@@ -475,7 +487,9 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
             tasks, results, store=store, reruns=config.reruns, make_solver=make_solver, plans=plans,
             official_run=official_run, stop=sandboxes.stop,
         )  # fmt: skip
-    harness_info = {"summary": harness.describe(), "not_ready": harness.not_ready} if rows else {}
+    harness_info = (
+        {"summary": harness.describe(), "images": harness.ready, "not_ready": harness.not_ready} if rows else {}
+    )
     report = build_report(
         results,
         run=run,

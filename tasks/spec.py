@@ -153,6 +153,9 @@ class Task:
     workspace_is_repo: bool = False
     """`workspace` already is a one-commit git repository (SWE-bench rows, made from a
     clone by `tasks.repos`): used as it is, not copied into a new one."""
+    harness_spec: dict = field(default_factory=dict)
+    """SWE-bench rows: the harness specification the task was made from (`repo`, `version`,
+    `python`, `install`, `test_cmd`, and its `source`); reports name it."""
 
     def test_files(self) -> list[str]:
         """Paths the test patch touches (restored from the pristine copy before it is applied)."""

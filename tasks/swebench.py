@@ -32,7 +32,7 @@ from tqdm import tqdm
 from tasks.repos import checkout_workspace, find_clone
 from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
 from tasks.swebench_env import check_specification, row_environment
-from tasks.swebench_specs import get_test_directives, repo_version_specs, test_command
+from tasks.swebench_specs import get_test_directives, repo_version_specs, specs_source, test_command
 
 HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
@@ -57,6 +57,22 @@ def _test_command(row: dict) -> str:
     if not specs:
         return ""
     return f"{test_command(specs)} {' '.join(get_test_directives(row))}".strip()
+
+
+def harness_spec(row: dict) -> dict:
+    """What of the row's repo/version specification its task uses, and where it comes from
+    (empty when the table has none)."""
+    specs = repo_version_specs(row["repo"], row.get("version", ""))
+    if not specs:
+        return {}
+    return {
+        "repo": row["repo"],
+        "version": str(row.get("version", "")),
+        "python": str(specs["python"]),
+        "install": specs.get("install", ""),
+        "test_cmd": test_command(specs),
+        "source": specs_source(),
+    }
 
 
 def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = None) -> Task:
@@ -106,6 +122,7 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
         unavailable=reason,
         sandbox=sandbox,
         workspace_is_repo=workspace is not None,
+        harness_spec=harness_spec(row),
     )
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from agent_env import GradeResult
 from evals.config import EvalConfig
-from evals.report import breakdown, build_report, markdown_report, status_of, summarize
+from evals.report import breakdown, build_report, markdown_report, status_of, summarize, wilson_interval
 from evals.runner import Attempt
 from evals.swe import evaluate, main
 from sandboxes import SandboxError
@@ -55,6 +55,59 @@ def test_status_and_summary_math():
     quarantined = summarize(results, quarantined=["b"])  # left out of every count and rate
     assert quarantined["quarantined"] == 1 and quarantined["counted"] == 3 and quarantined["unresolved"] == 0
     assert quarantined["resolved_rate"] == 1 / 3 and quarantined["resolved_rate_of_graded"] == 0.5
+
+
+def test_wilson_interval_exact_values():
+    # Published values of the 95% Wilson score interval.
+    assert wilson_interval(3, 10) == (0.1078, 0.6032)
+    assert wilson_interval(1, 4) == (0.0456, 0.6994)
+    assert wilson_interval(0, 10) == (0.0, 0.2775)  # never below 0, nor a point at 0
+    assert wilson_interval(10, 10) == (0.7225, 1.0)
+    assert wilson_interval(250, 500) == (0.4563, 0.5437)
+    assert wilson_interval(0, 0) == (0.0, 1.0)  # no instance: nothing known
+
+
+def test_resolved_rates_carry_their_intervals_overall_and_per_repository():
+    statuses = ["resolved"] * 3 + ["unresolved"] * 5 + ["empty_patch", "error"]
+    results = [
+        {"instance_id": str(i), "repo": "r/x" if i < 4 else "r/y", "status": status}
+        for i, status in enumerate(statuses)
+    ]
+    report = build_report(results, run={"model": "m"})
+    assert (report["resolved"], report["counted"]) == (3, 10)
+    assert report["resolved_rate_ci"] == [0.1078, 0.6032]  # 3 of 10
+    assert report["resolved_rate_of_graded_ci"] == list(wilson_interval(3, 9))  # the error is not graded
+    assert report["by_repo"]["r/x"]["resolved_rate_ci"] == [0.3006, 0.9544]  # 3 of 4
+    assert report["by_repo"]["r/y"]["resolved_rate_ci"] == [0.0, 0.3903]  # 0 of 6
+    text = markdown_report(report, results, "m", report)
+    assert "| 10 | 3 | 5 | 1 | 1 | 0 | 30.0 | 33.3 | 10.8–60.3 | 12.1–64.6 |" in text
+    assert "| r/x | 4 | 3 | 1 | 0 | 0 | 75.0 | 30.1–95.4 |" in text
+    assert "| r/y | 6 | 0 | 4 | 1 | 1 | 0.0 | 0.0–39.0 |" in text
+
+
+def test_errored_instances_are_listed_with_their_reasons():
+    results = [
+        {"instance_id": "a", "status": "resolved"},
+        {"instance_id": "b", "status": "error", "error": "task b: the sandbox died\ntraceback ..."},
+        {"instance_id": "c", "status": "error", "error": "task c: not runnable",
+         "unavailable": "row (c): packages: the harness installs them from a conda environment.yml"},
+        {"instance_id": "d", "status": "error", "error": "task d: flaky"},
+    ]  # fmt: skip
+    report = build_report(
+        results, run={"model": "m"}, quarantine={"quarantined": [{"instance_id": "d", "outcomes": []}]}
+    )
+    assert report["errored_instances"] == [  # a quarantined instance is not counted, so not listed
+        {"instance_id": "b", "reason": "task b: the sandbox died", "unavailable": False},
+        {"instance_id": "c", "reason": "row (c): packages: the harness installs them from a conda environment.yml",
+         "unavailable": True},
+    ]  # fmt: skip
+    lines = markdown_report(report, results, "m", report).splitlines()
+    at = lines.index("## Errored instances (2)")
+    assert lines[at + 2].startswith("Never counted as unresolved. 1 cannot run here")
+    assert lines[at + 6 : at + 8] == [
+        "| b | infrastructure | task b: the sandbox died |",
+        "| c | not runnable here | row (c): packages: the harness installs them from a conda environment.yml |",
+    ]
 
 
 def test_breakdowns_by_repository_and_difficulty():
@@ -123,6 +176,21 @@ def test_swebench_rows_without_environment_are_errors_not_unresolved(tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert set(report["by_repo"]) == {"django/django", "sympy/sympy", "pytest-dev/pytest", "astropy/astropy"}
     assert report["by_difficulty"]["easy"]["instances"] == 1  # django-10097 is "<15 min fix"
+    # The harness the run used, and the specification of each (repo, version) its rows used.
+    source = "swebench 4.1.0 MAP_REPO_VERSION_TO_SPECS_PY (swebench_specs_4.1.0.json)"
+    assert report["swebench_version"] == "5.0.2"
+    assert list(report["harness_specs"]) == ["astropy/astropy 4.3", "django/django 2.2", "pytest-dev/pytest 7.2",
+                                             "sympy/sympy 1.0"]  # fmt: skip
+    assert report["harness_specs"]["django/django 2.2"] == {
+        "repo": "django/django", "version": "2.2", "python": "3.5", "install": "python setup.py install",
+        "test_cmd": "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1", "source": source,
+        "instances": 1,
+    }  # fmt: skip
+    assert json.loads((tmp_path / "run.json").read_text())["harness_specs"] == report["harness_specs"]
+    text = (tmp_path / "report.md").read_text()
+    assert "harness: swebench 5.0.2" in text and f"Per repository and version, from {source}." in text
+    assert "| pytest-dev/pytest | 7.2 | 1 | 3.9 | `python -m pip install -e .` | `pytest -rA` |" in text
+    assert "## Errored instances (4)" in text
 
 
 def test_a_run_where_every_instance_errored_exits_1_with_one_line(tmp_path, capsys):

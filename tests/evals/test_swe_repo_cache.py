@@ -49,7 +49,8 @@ def test_gold_and_empty_runs_over_a_repo_cache(rows, tmp_path, capsys):
         assert "conda environment.yml" in records["pydata__xarray-6938"]["unavailable"]
         assert "no clone of pallets/flask" in records["pallets__flask-5014"]["unavailable"]
         report = (output / "report.md").read_text()
-        assert "## Not runnable here (2, counted as errors)" in report and "conda environment.yml" in report
+        assert "## Errored instances (2)" in report and "Never counted as unresolved. 2 cannot run here" in report
+        assert "| pydata__xarray-6938 | not runnable here | " in report and "conda environment.yml" in report
         assert json.loads((output / "run.json").read_text())["repo_cache"] == str(cache)
     gold = runs["gold"]["psf__requests-1142"]
     assert gold["status"] == "resolved" and gold["grader"] == "project" and gold["failed_tests"] == []
