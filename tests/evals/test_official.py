@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -73,8 +74,6 @@ def test_harness_command_is_swebench_5s_command_line():
     assert command[5:] == ["--predictions", "/p.jsonl", "-i", "a", "-i", "b", "--run-id", "r", "--workers", "3",
                            "--timeout", "60", "--report-dir", "."]  # fmt: skip
     # The command line itself parses it: its --help names every option used.
-    import subprocess
-
     shown = subprocess.run([*command[:4], "--help"], capture_output=True, text=True, check=True).stdout
     assert all(flag in shown for flag in ("--predictions", "--instance", "--run-id", "--workers", "--timeout"))
 
