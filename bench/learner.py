@@ -4,7 +4,9 @@ Same model, same batch, same run, interleaved: the baseline is a hand-written lo
 same forward/backward/AdamW work per step (policy forward+backward+step, one critic forward
 for the values, `critic_steps` critic forward+backward+step) and none of the learner's
 machinery (micro-batching, GAE, masking, guards). `ratio` = learner / baseline tokens per
-second (target >= 0.85 on CPU). `weight_sync_ms`: publishing the learner's weights to the
+second (target >= 0.85 on CPU). `causal_speedup`: a policy forward+backward on right-padded
+multi-turn-sized episodes with the padding mask against without it (what the learner runs,
+`trainer.inference.models.causal_attention_mask`). `weight_sync_ms`: publishing the learner's weights to the
 hf engine (gather the full state, copy into the engine's model, bump the version).
 
 `--gpu` (on a CUDA machine, run by `make gpu-check`): the learner's SAO step on a randomly
@@ -68,6 +70,32 @@ def baseline_step(policy, critic, policy_opt, critic_opt, batch, critic_steps: i
         critic_loss.backward()
         torch.nn.utils.clip_grad_norm_(critic.parameters(), 1.0)
         critic_opt.step()
+
+
+def padding_mask_rounds(rounds: int = 4) -> tuple[list[float], list[float]]:
+    """Seconds of one policy forward+backward on multi-turn-sized episodes of unequal lengths
+    (8 of 1,900-2,240 tokens, right-padded), with the padding mask handed to the model (the
+    learner before `causal_attention_mask`) and without it (SDPA's fused causal kernel, what
+    the learner runs now), interleaved."""
+    policy = load_policy("tiny", seed=0)
+    generator = torch.Generator().manual_seed(1)
+    trajectories = []
+    for index in range(8):
+        traj = Trajectory(task_id=f"m{index}", reward=1.0, terminated=True)
+        tokens = torch.randint(5, 2000, (1900 + 48 * index,), generator=generator).tolist()
+        traj.extend(tokens, policy=True, logprobs=[-7.0] * len(tokens))
+        trajectories.append(traj)
+    batch = padded_batch(trajectories, 0)
+    masked, causal = [], []
+    for round_index in range(rounds + 1):  # one warm-up round
+        for mask, times in ((batch["attention_mask"], masked), (None, causal)):
+            start = time.perf_counter()
+            logits = policy(input_ids=batch["input_ids"], attention_mask=mask).logits
+            torch.log_softmax(logits.float(), -1)[..., 0].mean().backward()
+            policy.zero_grad(set_to_none=True)
+            if round_index:
+                times.append(time.perf_counter() - start)
+    return masked, causal
 
 
 def gpu_main(args) -> None:
@@ -171,6 +199,8 @@ def main() -> None:
         engine.load_weights(learner.engine_weights(), version)
         sync_ms.append((time.perf_counter() - start) * 1000)
 
+    masked_s, causal_s = padding_mask_rounds()
+
     tokens_per_s = tokens / percentile(learner_s, 50)
     baseline_tokens_per_s = tokens / percentile(baseline_s, 50)
     report(
@@ -182,6 +212,9 @@ def main() -> None:
             "ratio": tokens_per_s / baseline_tokens_per_s,
             "weight_sync_ms": percentile(sync_ms, 50),
             "rounds": ROUNDS,
+            "padded_fwd_bwd_s_with_mask": percentile(masked_s, 50),
+            "padded_fwd_bwd_s_causal": percentile(causal_s, 50),
+            "causal_speedup": percentile(masked_s, 50) / percentile(causal_s, 50),
         },
         args.json,
     )
