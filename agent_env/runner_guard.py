@@ -133,6 +133,11 @@ _ALLOWED_SETTINGS = (
 
 # Attributes that the runner itself sets and resets around every test.
 _VOLATILE = {"_pytest.assertion.util": ("_reprcompare", "_assertion_pass", "_config")}
+# Counters the interpreter itself bumps: `importlib.invalidate_caches()` (which pytest's
+# monkeypatch.syspath_prepend and many test suites call) increments `_NamespacePath._epoch`
+# on Python 3.10+. A new int is honest; any other value is still tampering. (Seen on the real
+# row pallets__flask-5014: its gold patch was refused as "runner tampered".)
+_COUNTERS = {"importlib._bootstrap_external._NamespacePath": ("_epoch",)}
 # Operand types whose == cannot be overridden by the tested code (checked by exact type).
 _PLAIN_TYPES = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
 _PROBE_LIMIT = 100000  # elements of one container operand probed for equals-anything
@@ -552,6 +557,8 @@ class _Guard:
                     continue
                 if now is _MISSING:
                     self.tamper(f"{label}.{key} deleted")
+                elif key in _COUNTERS.get(label, ()) and _type(now) is int:
+                    continue
                 elif not (key in _ALLOWED_SETTINGS and _type(now) in scalars):
                     self.tamper(f"{label}.{key} replaced")
             if len(cur) != len(saved) or any(k not in saved for k in cur):

@@ -340,6 +340,35 @@ def test_pytest_all_passing_exits_zero(tmp_path):
     assert payload["tampered"] == [] and payload["exit"] == 0 and proc.returncode == 0
 
 
+@needs_pytest
+def test_pytest_invalidate_caches_is_not_tampering_but_a_forged_epoch_is(tmp_path):
+    """`importlib.invalidate_caches()` bumps `_NamespacePath._epoch` (an int the interpreter
+    owns; flask's suite does it through pytest's monkeypatch): honest. Setting it to anything
+    but an int is still reported."""
+    honest = (
+        "import importlib\n\n"
+        "def test_syspath(monkeypatch, tmp_path):\n"
+        "    monkeypatch.syspath_prepend(str(tmp_path))\n"
+        "    importlib.invalidate_caches()\n"
+    )
+    root = tmp_path / "proj"
+    write(root, {"src/pkg/__init__.py": ADD, "tests/test_ok.py": honest})
+    proc, payload, _ = run_guard(root, "pytest", "-p", "no:cacheprovider", "tests/test_ok.py")
+    assert payload["tests"] == {"tests/test_ok.py::test_syspath": "PASSED"}
+    assert payload["tampered"] == [] and payload["exit"] == 0 and proc.returncode == 0
+
+    forged = (
+        "import importlib._bootstrap_external as ext\n\n"
+        "def test_forge():\n"
+        "    ext._NamespacePath._epoch = 'forged'\n"
+    )
+    root = tmp_path / "proj2"
+    write(root, {"src/pkg/__init__.py": ADD, "tests/test_forge.py": forged})
+    proc, payload, _ = run_guard(root, "pytest", "-p", "no:cacheprovider", "tests/test_forge.py")
+    assert payload["tampered"] == ["importlib._bootstrap_external._NamespacePath._epoch replaced"]
+    assert payload["exit"] == 3 and proc.returncode == 3
+
+
 # ----------------------------------------------------------------------------- attacks
 
 ATTACK_TESTS = """\
