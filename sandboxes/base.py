@@ -84,7 +84,8 @@ class SandboxLimits:
     timeout_s: float = 30.0
     """Default wall-clock limit of one command; the whole process tree is killed at it."""
     output_bytes: int = 256 * 1024
-    """Output kept per command; the rest is drained and dropped, and `truncated` is set."""
+    """Output kept per command: all of it, or its first half and its end around a line saying
+    how much of the middle was dropped (a test summary comes last); `truncated` is set."""
     memory_bytes: int = 4 * 1024**3
     """Address-space limit (RLIMIT_AS) of every process a command starts; the docker backend
     also caps the container's memory (cgroup, no swap) at this."""

@@ -132,6 +132,19 @@ def check_output_and_exit_code(h: Harness) -> None:
         _equal(sb.exec("echo still here").output, "still here\n")  # `exit` ended the command only
 
 
+def check_long_output_keeps_its_start_and_end(h: Harness) -> None:
+    """Past the cap, the first half and the end are kept around one line naming what was
+    dropped: a test run's summary (and the runner guard's verdict) come last."""
+    with h.sandbox() as sb:
+        cap = h.limits.output_bytes
+        result = sb.exec(f"echo FIRST; head -c {cap * 3} /dev/zero | tr '\\0' x; echo; echo LAST")
+        _check(result.ok and result.truncated, "expected result.ok and result.truncated")
+        _equal(len(result.output), cap)
+        _check(result.output.startswith("FIRST\nxxx"), "expected the output to start with FIRST")
+        _check(result.output.endswith("xxx\nLAST\n"), "expected the output to end with LAST")
+        _check("bytes of output dropped ...]" in result.output, "expected a line saying how much was dropped")
+
+
 def check_cwd_and_exports_carry_over(h: Harness) -> None:
     with h.sandbox() as sb:
         _check(
