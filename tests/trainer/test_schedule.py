@@ -157,3 +157,125 @@ def test_staleness_is_measured_from_the_oldest_policy_token():
 def test_unknown_staleness_policy_is_refused():
     with pytest.raises(ValueError, match="staleness_policy"):
         _schedule(staleness_policy="maybe")
+
+
+# -- VIGOR: variance-guided allocation of each batch's rollouts --------------------------------
+VIGOR = {"m0": 2, "alpha": 0.5, "gamma": 2.0, "rounds": 4}
+
+
+def _vigor(**kwargs) -> Schedule:
+    return Schedule(TaskPicker(TASKS, seed=0), groups_per_batch=2, group_size=4, vigor=VIGOR, **kwargs)
+
+
+def _scored(job, version: int, reward: float) -> Trajectory:
+    trajectory = _trajectory(job, version)
+    trajectory.reward = reward
+    return trajectory
+
+
+def _reward(job) -> float:
+    """Task `b` succeeds on odd job ids (high variance); `a` and `c` never (variance 0)."""
+    return float(job.task_id == "b" and job.job_id % 2 == 1)
+
+
+def test_vigor_gives_the_high_variance_prompt_the_extra_rollouts_and_spends_the_budget_exactly():
+    """Budget 2 x 4 = 8, paper's settings: round 1 gives both prompts 2; the planned spends
+    (4, 4, 8, 16 for 2, 1, 1, 1 prompts) split the remaining 4 as 0, 1, 3 to the kept prompt.
+    Prompt `b` (group 1) has rewards 0, 1; prompt `a` (group 0) 0, 0 and wins ties: it is
+    ranked out all the same."""
+    schedule = _vigor(gated=True, max_staleness=1)
+    first = schedule.next_jobs(version=0, free_slots=20)
+    # Batch 0's first round, then batch 1's (admitted with it: max_staleness=1), numbered per batch.
+    assert [(j.job_id, j.group, j.task_id, j.batch) for j in first] == [
+        (0, 0, "a", 0), (1, 0, "a", 0), (2, 1, "b", 0), (3, 1, "b", 0),
+        (8, 2, "c", 1), (9, 2, "c", 1), (10, 3, "a", 1), (11, 3, "a", 1),
+    ]  # fmt: skip
+    assert [j.seed for j in first[:2]] == [0, 1]
+    for job in first[:4]:
+        schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, _reward(job))]))
+    second = schedule.next_jobs(version=0, free_slots=20)  # the 0-rollout round is skipped
+    assert [(j.job_id, j.group, j.version) for j in second] == [(4, 1, 0)]
+    assert schedule.take_batch(0) is None  # the allocator is not done: no group is complete
+    schedule.finish(EpisodeResult(4, [_scored(second[0], 0, _reward(second[0]))]))
+    last = schedule.next_jobs(version=0, free_slots=20)
+    assert [(j.job_id, j.group) for j in last] == [(5, 1), (6, 1), (7, 1)]
+    for job in reversed(last):
+        schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, _reward(job))]))
+    batch = schedule.take_batch(0)
+    assert batch.ids == ["0", "1", "2", "3", "4", "5", "6", "7"]
+    assert [t.group_id for t in batch.trajectories] == ["0", "0", "1", "1", "1", "1", "1", "1"]
+    assert batch.allocation == {
+        "rollouts_per_prompt_mean": 4.0,
+        "rollouts_per_prompt_max": 6,
+        "nonzero_variance_fraction": 0.5,
+        "budget_spent": 1.0,
+    }
+    assert schedule.vigor_batches.keys() == {1} and schedule.issued == {1: 4}
+
+
+def test_vigor_counts_a_dropped_rollout_as_spent_and_ranks_by_the_rewards_it_has():
+    schedule = _vigor(gated=True, max_staleness=0, max_attempts=1)
+    first = schedule.next_jobs(version=0, free_slots=20)
+    schedule.finish(EpisodeResult(0, error="SandboxError: shell exited"))  # dropped, never scored
+    for job in first[1:]:
+        schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, _reward(job))]))
+    rest = schedule.next_jobs(version=0, free_slots=20)
+    assert [(j.job_id, j.group) for j in rest] == [(4, 1)]
+    for job in rest:
+        schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, _reward(job))]))
+    for job in schedule.next_jobs(version=0, free_slots=20):
+        schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, _reward(job))]))
+    batch = schedule.take_batch(0)
+    assert batch.ids == ["1", "2", "3", "4", "5", "6", "7"] and batch.allocation["budget_spent"] == 1.0
+
+
+def test_vigor_streaming_rounds_do_not_wait_for_other_batches():
+    schedule = _vigor(gated=False, max_staleness=1)
+    jobs = schedule.next_jobs(version=0, free_slots=8)
+    assert [j.batch for j in jobs] == [0, 0, 0, 0, 1, 1, 1, 1] and {j.version for j in jobs} == {None}
+    for job in jobs[4:]:  # batch 1's first round finishes; batch 0's is still running
+        schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, float(job.job_id % 2))]))
+    while (more := schedule.next_jobs(version=0, free_slots=4)) or schedule.vigor_batches.get(1):
+        assert {j.batch for j in more} == {1}
+        for job in more:
+            schedule.finish(EpisodeResult(job.job_id, [_scored(job, 0, float(job.job_id % 2))]))
+    batch = schedule.take_batch(0)
+    assert {t.group_id for t in batch.trajectories} == {"2", "3"} and len(batch.ids) == 8
+    assert batch.allocation["budget_spent"] == 1.0 and batch.allocation["rollouts_per_prompt_max"] == 6
+    assert sorted(schedule.running) == [0, 1, 2, 3]  # batch 0 is still in its first round
+
+
+def test_vigor_state_round_trip_mid_batch_resumes_with_the_same_future():
+    """One job finishes per tick; a checkpoint in the middle of a batch's rounds (an allocator
+    past its first round, jobs running) resumes to the same jobs, seeds and batches."""
+
+    def mid_batch(schedule: Schedule) -> bool:
+        return schedule.steps_done >= 1 and any(0 < v.allocator.round < 4 for v in schedule.vigor_batches.values())
+
+    def ticks(schedule: Schedule, running: list, created: dict, stop) -> None:
+        while not stop(schedule):
+            for job in schedule.next_jobs(version=schedule.steps_done, free_slots=3 - len(running)):
+                running.append(job)
+                created[job.job_id] = (job.group, job.seed, job.task_id, job.version)
+            job = running.pop(0)
+            schedule.finish(EpisodeResult(job.job_id, [_scored(job, schedule.steps_done, _reward(job))]))
+            if schedule.take_batch(schedule.steps_done) is not None:
+                schedule.learner_done()
+
+    straight, straight_created = _vigor(gated=True, max_staleness=1, seed=3), {}
+    ticks(straight, [], straight_created, lambda s: s.steps_done == 4)
+    interrupted, created, running = _vigor(gated=True, max_staleness=1, seed=3), {}, []
+    ticks(interrupted, running, created, mid_batch)
+    assert running and interrupted.steps_done == 1
+    resumed = _vigor(gated=True, max_staleness=1, seed=3)
+    resumed.load_state_dict(json.loads(json.dumps(interrupted.state_dict())))
+    ticks(resumed, [], created, lambda s: s.steps_done == 4)
+    assert resumed.consumed == straight.consumed
+    assert [len(ids) for ids in straight.consumed] == [8, 8, 8, 8]
+    assert created == {j: straight_created[j] for j in created}  # same ids, groups, seeds, tasks, pins
+    assert sorted(resumed.jobs) == sorted(straight.jobs)
+
+
+def test_vigor_settings_the_budget_cannot_cover_are_refused():
+    with pytest.raises(ValueError, match="m0=3"):
+        Schedule(TaskPicker(TASKS, seed=0), groups_per_batch=2, group_size=2, vigor={**VIGOR, "m0": 3})

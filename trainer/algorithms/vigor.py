@@ -101,6 +101,34 @@ class VigorAllocator:
             spend = math.floor(self.remaining * self._plan[r] / sum(self._plan[r:]))
         return self._spend(self._kept, spend)
 
+    def state_dict(self) -> dict:
+        """Everything needed to go on mid-batch, as JSON (prompt ids must be JSON values)."""
+        return {
+            "budget": self.budget,
+            "m0": self.m0,
+            "alpha": self.alpha,
+            "gamma": self.gamma,
+            "rounds": self.rounds,
+            "spent": self.spent,
+            "round": self.round,
+            "order": list(self._order),
+            "kept": list(self._kept),
+            "plan": list(self._plan),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> VigorAllocator:
+        """The allocator `state_dict` describes, with its own hyper-parameters (a resumed
+        batch finishes under the settings it started with)."""
+        allocator = cls(
+            state["budget"], m0=state["m0"], alpha=state["alpha"], gamma=state["gamma"], rounds=state["rounds"]
+        )
+        allocator.spent, allocator.round = state["spent"], state["round"]
+        allocator._order = {p: i for i, p in enumerate(state["order"])}
+        allocator._kept = list(state["kept"])
+        allocator._plan = list(state["plan"])
+        return allocator
+
     def _spend(self, ranked: list[Hashable], spend: int) -> dict[Hashable, int]:
         """`spend` rollouts over `ranked` prompts: evenly, the remainder to the first ones."""
         base, extra = divmod(spend, len(ranked))

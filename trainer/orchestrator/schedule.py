@@ -23,6 +23,26 @@ consumes: a trajectory over it is dropped and counted (`stale_dropped`). Under
 `started_groups < (version + max_staleness + 1) * groups_per_batch`, and each refusal is
 counted (`admission_waits`); under `"drop"` generation never waits.
 
+Rollout allocation, per batch of `groups_per_batch` prompts with a budget of
+`groups_per_batch * group_size` rollouts:
+
+- **fixed** (`vigor=None`): every group gets `group_size` rollouts, all created at once.
+- **VIGOR** (`vigor={m0, alpha, gamma, rounds}`, `trainer.algorithms.vigor`): a batch's groups
+  are created together with `m0` rollouts each; when every rollout of that batch created so
+  far has finished (played or dropped), `VigorAllocator.next_round` gets each group's rewards
+  so far and adds rollouts to the highest-variance groups; once the allocator is done (the
+  budget spent exactly) the batch's groups are complete, all at once, in group order. A
+  round is an admission of new jobs for that batch only: other batches keep generating
+  (streaming) and are admitted as before. In gated mode a batch's later rounds are pinned to
+  the batch's version, and job ids are numbered per batch, so the run stays deterministic.
+  With tree rollouts a job returns a variable number of branches, so a budget counted in
+  trajectories could not be spent exactly: the config refuses vigor with `rollout.kind=tree`.
+
+Job ids are numbered per batch: batch `b`'s jobs are `b * budget + 0, 1, ...` in creation
+order (for fixed allocation: `group * group_size + member`, as before), and a job's seed is a
+function of its id, so ids and seeds do not depend on timing in gated mode even when groups
+have unequal sizes. Each learner batch reports its allocation (`allocation_metrics`).
+
 Faults: an infrastructure error (sandbox died, grading failed, worker crashed or hung) puts
 the job back in the queue with the same seed, up to `max_attempts`; after that it is
 dropped and counted, never scored 0.
@@ -35,6 +55,7 @@ import random
 from collections import deque
 from dataclasses import dataclass, field
 
+from trainer.algorithms.vigor import VigorAllocator
 from trainer.inference.trajectory import Trajectory
 
 
@@ -69,6 +90,46 @@ class Batch:
     ids: list[str]
     staleness: list[int]
     stale_dropped: int
+    allocation: dict[str, float] = field(default_factory=dict)
+    """How the batch's rollouts were spread over its prompts (`allocation_metrics`)."""
+
+
+def allocation_metrics(rollouts: list[int], rewards: list[list[float]], group_size: int) -> dict[str, float]:
+    """Per learner batch of groups: `rollouts[i]` played for group i (dropped ones included:
+    they were spent), `rewards[i]` the rewards the learner gets of it. `budget_spent` is the
+    rollouts played over the fixed allocation's `group_size` per group; a group has nonzero
+    variance when it has two rewards that differ."""
+    if not rollouts:
+        return {}
+    return {
+        "rollouts_per_prompt_mean": round(sum(rollouts) / len(rollouts), 6),
+        "rollouts_per_prompt_max": max(rollouts),
+        "nonzero_variance_fraction": round(sum(len(set(r)) > 1 for r in rewards) / len(rewards), 6),
+        "budget_spent": round(sum(rollouts) / (group_size * len(rollouts)), 6),
+    }
+
+
+@dataclass
+class _VigorBatch:
+    """A batch under VIGOR: its allocator, its groups (in order) and their tasks, its pin."""
+
+    allocator: VigorAllocator
+    groups: list[int]
+    tasks: dict[int, tuple[str, str]]
+    version: int | None
+
+    def state_dict(self) -> dict:
+        return {
+            "allocator": self.allocator.state_dict(),
+            "groups": self.groups,
+            "tasks": [[g, *self.tasks[g]] for g in self.groups],
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> _VigorBatch:
+        tasks = {g: (task_id, family) for g, task_id, family in state["tasks"]}
+        return cls(VigorAllocator.from_state(state["allocator"]), list(state["groups"]), tasks, state["version"])
 
 
 class TaskPicker:
@@ -147,7 +208,10 @@ class Schedule:
         batch_tokens: int = 0,
         max_attempts: int = 3,
         seed: int = 0,
+        vigor: dict | None = None,
     ) -> None:
+        """`vigor`: VIGOR's `m0`, `alpha`, `gamma`, `rounds` (`VigorAllocator`'s keywords) to
+        allocate each batch's rollouts by reward variance; None: `group_size` per group."""
         if staleness_policy not in ("wait", "drop"):
             raise ValueError(f"staleness_policy must be 'wait' or 'drop', not {staleness_policy!r}")
         self.picker = picker
@@ -159,7 +223,15 @@ class Schedule:
         self.batch_tokens = batch_tokens
         self.max_attempts = max_attempts
         self.seed = seed
+        self.vigor = dict(vigor) if vigor is not None else None
+        if self.vigor is not None:  # refuse bad settings now, not at the first batch
+            VigorAllocator(self.batch_trajectories, **self.vigor).first_round(range(groups_per_batch))
         self.next_group = 0
+        self.issued: dict[int, int] = {}
+        """Jobs created so far per batch still being created (its job ids are numbered from
+        `batch * batch_trajectories`)."""
+        self.vigor_batches: dict[int, _VigorBatch] = {}
+        """Batches under VIGOR whose allocator is not done or whose groups are not released."""
         self.taken = 0
         """Batches handed to the learner so far."""
         self.steps_done = 0
@@ -170,8 +242,9 @@ class Schedule:
         self.running: set[int] = set()
         self.groups: dict[int, dict[int, list[Trajectory] | None]] = {}
         """Per group still being collected: member job id -> trajectories (None: dropped)."""
-        self.ready: list[tuple[int, list[Trajectory]]] = []
-        """Complete groups, in the order they completed, not yet consumed."""
+        self.ready: list[tuple[int, list[Trajectory], int]] = []
+        """Complete groups (id, trajectories, rollouts played), in the order they completed,
+        not yet consumed."""
         self.consumed: list[list[str]] = []
         self.dropped: list[str] = []
         """Ids of trajectories dropped for staleness (infrastructure drops have no trajectory)."""
@@ -183,23 +256,48 @@ class Schedule:
         return self.groups_per_batch * self.group_size
 
     # -- creating and dispatching jobs --------------------------------------------------------
-    def _create_group(self, batch: int, version: int | None) -> None:
-        group = self.next_group
-        self.next_group += 1
-        task_id, family = self.picker.pick()
-        members = [group * self.group_size + m for m in range(self.group_size)]
-        for job_id in members:
+    def _add_jobs(self, group: int, task: tuple[str, str], batch: int, version: int | None, count: int) -> None:
+        """Queue `count` more rollouts of `group`, numbered on from the batch's last job id."""
+        members = self.groups.setdefault(group, {})
+        for _ in range(count):
+            issued = self.issued.get(batch, 0)
+            job_id = batch * self.batch_trajectories + issued
+            self.issued[batch] = issued + 1
+            if issued + 1 == self.batch_trajectories:  # the budget is spent: no more ids here
+                del self.issued[batch]
             self.jobs[job_id] = EpisodeJob(
                 job_id=job_id,
                 group=group,
-                task_id=task_id,
-                family=family,
+                task_id=task[0],
+                family=task[1],
                 seed=self.seed * 1_000_003 + job_id,
                 batch=batch,
                 version=version,
             )
             self.queue.append(job_id)
-        self.groups[group] = dict.fromkeys(members, _PENDING)
+            members[job_id] = _PENDING
+
+    def _create_group(self, batch: int, version: int | None) -> None:
+        group = self.next_group
+        self.next_group += 1
+        self._add_jobs(group, self.picker.pick(), batch, version, self.group_size)
+
+    def _create_vigor_batch(self, batch: int, version: int | None) -> None:
+        """All `groups_per_batch` groups of `batch`, each with VIGOR's first round."""
+        groups = list(range(self.next_group, self.next_group + self.groups_per_batch))
+        self.next_group += self.groups_per_batch
+        tasks = {group: self.picker.pick() for group in groups}
+        allocator = VigorAllocator(self.batch_trajectories, **self.vigor)
+        self.vigor_batches[batch] = _VigorBatch(allocator, groups, tasks, version)
+        for group, count in allocator.first_round(groups).items():
+            self._add_jobs(group, tasks[group], batch, version, count)
+
+    def _create_batch(self, batch: int, version: int | None) -> None:
+        if self.vigor is not None:
+            self._create_vigor_batch(batch, version)
+            return
+        for _ in range(self.groups_per_batch):
+            self._create_group(batch, version)
 
     def _admit(self, version: int, free_slots: int) -> None:
         """Create the groups that `steps_done` allows; gated batches are pinned to `version`,
@@ -207,9 +305,7 @@ class Schedule:
         if self.gated:
             # Batch b starts once b - max_staleness learner steps are done, on their weights.
             while self.next_group // self.groups_per_batch <= self.steps_done + self.max_staleness:
-                batch = self.next_group // self.groups_per_batch
-                for _ in range(self.groups_per_batch):
-                    self._create_group(batch, version)
+                self._create_batch(self.next_group // self.groups_per_batch, version)
             return
         while len(self.queue) < free_slots:
             if self.staleness_policy == "wait" and self.next_group >= (
@@ -219,7 +315,10 @@ class Schedule:
                     self._waiting_since = self.steps_done
                     self.counters["admission_waits"] += 1
                 return
-            self._create_group(self.next_group // self.groups_per_batch, None)
+            if self.vigor is not None:  # a whole batch: its allocator ranks all its prompts
+                self._create_vigor_batch(self.next_group // self.groups_per_batch, None)
+            else:
+                self._create_group(self.next_group // self.groups_per_batch, None)
 
     def next_jobs(self, version: int, free_slots: int) -> list[EpisodeJob]:
         """Up to `free_slots` jobs to start now (retries first, then new groups). Call it
@@ -273,18 +372,41 @@ class Schedule:
         del self.jobs[job.job_id]
         members = self.groups[job.group]
         members[job.job_id] = trajectories
-        if all(value is not _PENDING for value in members.values()):
-            del self.groups[job.group]
-            collected = [t for value in members.values() if value for t in value]
-            if collected or self.gated:
-                self.ready.append((job.group, collected))
+        if job.batch in self.vigor_batches:
+            self._vigor_progress(job.batch)
+        elif all(value is not _PENDING for value in members.values()):
+            self._release(job.group)
+
+    def _release(self, group: int) -> None:
+        """A group is complete: its trajectories go to `ready`."""
+        members = self.groups.pop(group)
+        collected = [t for value in members.values() if value for t in value]
+        if collected or self.gated:
+            self.ready.append((group, collected, len(members)))
+
+    def _vigor_progress(self, batch: int) -> None:
+        """Once every rollout of a VIGOR batch created so far has finished: its next round's
+        jobs, or (the allocator done) its groups, released in group order."""
+        state = self.vigor_batches[batch]
+        if any(value is _PENDING for group in state.groups for value in self.groups[group].values()):
+            return
+        while not state.allocator.done:
+            rewards = {group: group_rewards(self.groups[group]) for group in state.groups}
+            counts = state.allocator.next_round(rewards)
+            for group, count in counts.items():
+                self._add_jobs(group, state.tasks[group], batch, state.version, count)
+            if counts:
+                return
+        del self.vigor_batches[batch]
+        for group in state.groups:
+            self._release(group)
 
     # -- learner batches ----------------------------------------------------------------------
     def _drop_stale(self, version: int) -> int:
         """Remove finished trajectories already over the staleness bound (they only get
         older); their ids are kept in `dropped`."""
         dropped, ready = 0, []
-        for group, trajectories in self.ready:
+        for group, trajectories, played in self.ready:
             fresh = []
             for trajectory in trajectories:
                 if staleness(trajectory, version) > self.max_staleness:
@@ -293,7 +415,7 @@ class Schedule:
                 else:
                     fresh.append(trajectory)
             if fresh or self.gated:
-                ready.append((group, fresh))
+                ready.append((group, fresh, played))
         self.ready = ready
         self.counters["stale_dropped"] += dropped
         return dropped
@@ -320,14 +442,17 @@ class Schedule:
                 return None
         taken = {id(entry) for entry in mine}
         self.ready = [entry for entry in self.ready if id(entry) not in taken]
-        kept = [t for _, trajectories in mine for t in trajectories]
+        kept = [t for _, trajectories, _ in mine for t in trajectories]
         lags = [staleness(t, version) for t in kept]
         for trajectory, lag in zip(kept, lags, strict=True):
             trajectory.staleness = lag
         ids = [t.trajectory_id for t in kept]
         self.consumed.append(ids)
         self.taken += 1
-        return Batch(self.taken, kept, ids, lags, dropped)
+        allocation = allocation_metrics(
+            [played for _, _, played in mine], [[t.reward for t in ts] for _, ts, _ in mine], self.group_size
+        )
+        return Batch(self.taken, kept, ids, lags, dropped, allocation)
 
     # -- checkpoints --------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -340,7 +465,9 @@ class Schedule:
             "jobs": [dataclasses.asdict(self.jobs[j]) for j in sorted(self.jobs)],
             "queue": [*self.queue],
             "groups": {str(g): {str(j): _encode(v) for j, v in members.items()} for g, members in self.groups.items()},
-            "ready": [[g, [trajectory_to_dict(t) for t in ts]] for g, ts in self.ready],
+            "ready": [[g, [trajectory_to_dict(t) for t in ts], played] for g, ts, played in self.ready],
+            "issued": [[b, n] for b, n in self.issued.items()],
+            "vigor_batches": [[b, v.state_dict()] for b, v in self.vigor_batches.items()],
             "consumed": self.consumed,
             "dropped": self.dropped,
             "counters": self.counters,
@@ -359,11 +486,26 @@ class Schedule:
         self.groups = {
             int(g): {int(j): _decode(v) for j, v in members.items()} for g, members in state["groups"].items()
         }
-        self.ready = [(g, [trajectory_from_dict(t) for t in ts]) for g, ts in state["ready"]]
+        # Checkpoints from before per-batch job counters: fixed groups of `group_size`.
+        self.ready = [
+            (entry[0], [trajectory_from_dict(t) for t in entry[1]], entry[2] if len(entry) > 2 else self.group_size)
+            for entry in state["ready"]
+        ]
+        if "issued" in state:
+            self.issued = {b: n for b, n in state["issued"]}
+        else:
+            created = self.next_group % self.groups_per_batch
+            self.issued = {self.next_group // self.groups_per_batch: created * self.group_size} if created else {}
+        self.vigor_batches = {b: _VigorBatch.from_state(v) for b, v in state.get("vigor_batches", [])}
         self.consumed = state["consumed"]
         self.dropped = state["dropped"]
         self.counters = dict(state["counters"])
         self.picker.load_state_dict(state["picker"])
+
+
+def group_rewards(members: dict[int, list[Trajectory] | None]) -> list[float]:
+    """The rewards a group has so far (pending and dropped rollouts have none)."""
+    return [t.reward for value in members.values() if isinstance(value, list) for t in value]
 
 
 class _Pending:
