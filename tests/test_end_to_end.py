@@ -95,6 +95,31 @@ def test_group_algorithm_with_value_free_learner_runs(tmp_path, ray_cluster):
     assert record["value_loss"] == 0.0  # no critic: nothing regressed
 
 
+@needs_bwrap
+def test_vigor_allocation_trains_the_quick_recipe_and_spends_the_budget(tmp_path, ray_cluster):
+    """`make train-swe-quick`'s config with GRPO and VIGOR (async, streaming rounds), cut to
+    two steps of 2 prompts x 4 rollouts with no warm start or evaluation. The random policy
+    solves nothing: every reward is 0, every variance ties, and the tie goes to the first
+    prompt, so each batch is 2 + 6 rollouts."""
+    config = load_config(
+        "configs/train_swe_quick.yaml",
+        [f"run.output_dir={tmp_path}", "run.name=vigor", "algorithm.name=grpo", "algorithm.group_size=4",
+         "algorithm.allocation=vigor", "run.steps=2", "orchestrator.episodes_per_step=2", "warm_start.steps=0",
+         "evaluation.episodes=0", "rollout.max_new_tokens=8"],
+    )  # fmt: skip
+    run_dir = train(config)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+    for record in records:
+        assert record["episodes"] == 8 and record["infra_errors"] == 0 and record["reward_mean"] == 0.0
+        assert (record["rollouts_per_prompt_mean"], record["rollouts_per_prompt_max"]) == (4.0, 6)
+        assert (record["nonzero_variance_fraction"], record["budget_spent"]) == (0.0, 1.0)
+    state = json.loads((run_dir / "checkpoints" / "step_000002" / "state.json").read_text())
+    for step in state["schedule"]["consumed"]:  # each step one whole batch: its 8 job ids
+        ids = sorted(int(i) for i in step)
+        assert ids == list(range(ids[0], ids[0] + 8)) and ids[0] % 8 == 0
+
+
 def test_group_algorithms_refuse_single_rollouts():
     from trainer.config import ConfigError
 

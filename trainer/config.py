@@ -139,6 +139,17 @@ class SAPOConfig(_Section):
     """Weight of the entropy bonus (0: off, no entropy is computed)."""
 
 
+class VigorConfig(_Section):
+    m0: int = Field(default=2, ge=2)
+    """Rollouts every prompt of a batch gets in round 1 (two at least: a variance needs two)."""
+    alpha: float = Field(default=0.5, gt=0, le=1)
+    """Share of the prompts still in play kept each later round (highest reward variance first)."""
+    gamma: float = Field(default=2.0, gt=0)
+    """Growth of the rollouts per kept prompt from one round to the next."""
+    rounds: int = Field(default=4, ge=1)
+    """Rounds in all (T); the last spends what is left of the batch's budget."""
+
+
 class AlgorithmConfig(_Section):
     name: Literal[tuple(ALGORITHMS)] = "sao"  # type: ignore[valid-type]
     """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
@@ -170,6 +181,13 @@ class AlgorithmConfig(_Section):
     """Critic updates per policy update (SAO: 2)."""
     sapo: SAPOConfig = Field(default_factory=SAPOConfig)
     """SAPO's shared policy-value model (`name: sapo`)."""
+    allocation: Literal["fixed", "vigor"] = "fixed"
+    """Rollouts per prompt in a batch (group methods): `fixed` gives each `group_size`;
+    `vigor` (VIGOR, arXiv 2607.22002) spends the same budget, `episodes_per_step *
+    group_size` rollouts per batch, in rounds that go to the prompts with the highest reward
+    variance so far (`trainer.algorithms.vigor`); linear rollouts only."""
+    vigor: VigorConfig = Field(default_factory=VigorConfig)
+    """VIGOR's rounds (`allocation: vigor`); the defaults are the paper's."""
 
 
 class LearnerConfig(_Section):
@@ -323,11 +341,32 @@ def _check(config: TrainConfig, where: str) -> TrainConfig:
             f"{where}: field 'rollout.tree.scorer': 'value' scores branches with the critic; "
             f"{config.algorithm.name} has none (use rollout.tree.scorer=heuristic or judge)"
         )
+    if config.algorithm.allocation == "vigor":
+        _check_vigor(config, spec, where)
     if config.orchestrator.mode == "sync" and config.orchestrator.deterministic:
         raise ConfigError(
             f"{where}: field 'orchestrator.deterministic': applies to mode=async (sync is deterministic already)"
         )
     return config
+
+
+def _check_vigor(config: TrainConfig, spec, where: str) -> None:
+    algorithm = config.algorithm
+    if spec.objective != "group":
+        raise ConfigError(
+            f"{where}: field 'algorithm.allocation': vigor spreads a group method's rollouts over its prompts; "
+            f"{algorithm.name} is not one (use grpo, dr_grpo, dapo or grpo_mask)"
+        )
+    if algorithm.group_size < algorithm.vigor.m0:
+        raise ConfigError(
+            f"{where}: field 'algorithm.vigor.m0': vigor's first round gives every prompt m0={algorithm.vigor.m0} "
+            f"rollouts, more than the budget of algorithm.group_size={algorithm.group_size} per prompt"
+        )
+    if config.rollout.kind == "tree":
+        raise ConfigError(
+            f"{where}: field 'algorithm.allocation': vigor needs rollout.kind=linear (a tree's number of "
+            "branches is known only once it is played, so a budget of trajectories could not be spent exactly)"
+        )
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:

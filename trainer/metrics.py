@@ -265,8 +265,10 @@ def step_record(
     *, step: int, learner: dict, batch, seconds: float, infra_errors: int, schedule_counters: dict, orchestrator
 ) -> dict:
     """One line of `metrics.jsonl`: the learner's metrics, what the batch's episodes did
-    (reward, success, turns, format errors, grading rules tripped, tokens, staleness), and
-    the orchestrator's counters (drops, waits, retries, restarts, idle fraction)."""
+    (reward, success, turns, format errors, grading rules tripped, tokens, staleness), how
+    its rollouts were spread over its prompts (`rollouts_per_prompt_mean`/`_max`,
+    `nonzero_variance_fraction`, `budget_spent`: see `schedule.allocation_metrics`), and the
+    orchestrator's counters (drops, waits, retries, restarts, idle fraction)."""
     trajectories = batch.trajectories
     out = {"step": step, "episodes": len(trajectories), **learner, "infra_errors": infra_errors}
     if trajectories:
@@ -285,6 +287,7 @@ def step_record(
             staleness_max=max(batch.staleness),
             episode_seconds=[t.episode_seconds for t in trajectories],
         )
+    out.update(batch.allocation)
     out.update(
         step_seconds=round(seconds, 3),
         stale_dropped=schedule_counters["stale_dropped"],

@@ -100,6 +100,27 @@ def test_group_methods_need_groups_and_value_scored_trees_need_a_critic():
         load_config(None, ["orchestrator.mode=sync", "orchestrator.deterministic=true"])
 
 
+def test_vigor_allocation_is_one_override_and_bad_combinations_are_one_line():
+    config = load_config(None, ["algorithm.name=grpo", "algorithm.group_size=4", "algorithm.allocation=vigor"])
+    assert (config.algorithm.allocation, config.algorithm.vigor.model_dump()) == (
+        "vigor",
+        {"m0": 2, "alpha": 0.5, "gamma": 2.0, "rounds": 4},
+    )
+    assert load_config(None, []).algorithm.allocation == "fixed"
+    cases = [
+        (["algorithm.name=sao"], "field 'algorithm.allocation': .* sao is not one"),
+        (["algorithm.name=ppo", "algorithm.group_size=4"], "field 'algorithm.allocation': .* ppo is not one"),
+        (["algorithm.name=grpo", "algorithm.group_size=2", "algorithm.vigor.m0=3"], "field 'algorithm.vigor.m0'"),
+        (["algorithm.name=dapo", "algorithm.group_size=4", "rollout.kind=tree", "rollout.tree.scorer=heuristic"],
+         "field 'algorithm.allocation': vigor needs rollout.kind=linear"),
+        (["algorithm.name=grpo", "algorithm.group_size=4", "algorithm.vigor.alpha=0"], "algorithm.vigor.alpha"),
+    ]  # fmt: skip
+    for overrides, message in cases:
+        with pytest.raises(ConfigError, match=message) as error:
+            load_config(None, [*overrides, "algorithm.allocation=vigor"])
+        assert "\n" not in str(error.value)
+
+
 def test_help_lists_every_field_and_bad_input_is_one_line(capsys):
     from trainer.train import main
 

@@ -54,6 +54,7 @@ def build_schedule(config: TrainConfig, tasks: list[Task]):
         batch_tokens=orchestration.batch_tokens,
         max_attempts=orchestration.max_attempts,
         seed=config.run.seed,
+        vigor=config.algorithm.vigor.model_dump() if config.algorithm.allocation == "vigor" else None,
     )
     return schedule, pac
 
