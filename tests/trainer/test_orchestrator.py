@@ -195,6 +195,30 @@ def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and
 
 
 @needs_bwrap
+def test_vigor_in_deterministic_mode_resumes_to_the_same_trajectories_and_params(tmp_path, ray_cluster):
+    """GRPO with VIGOR's rounds, gated (deterministic): 3 steps straight, and 2 steps then a
+    resume to 3, consume the same job ids and reach the same parameters bit for bit (the
+    schedule's allocators go into the checkpoint; `test_schedule` resumes one mid-round)."""
+    common = [f"run.output_dir={tmp_path}", *SMALL, "algorithm.name=grpo", "algorithm.group_size=4",
+              "algorithm.allocation=vigor", "orchestrator.deterministic=true", "orchestrator.max_staleness=1",
+              "run.checkpoint_every=1"]  # fmt: skip
+    straight = train(load_config(None, [*common, "run.name=straight", "run.steps=3"]))
+    split = train(load_config(None, [*common, "run.name=split", "run.steps=2"]))
+    train(load_config(None, [*common, "run.name=split", "run.steps=3", "run.resume=auto"]))
+    final = "step_000003"
+    expected = json.loads((straight / "checkpoints" / final / "state.json").read_text())["schedule"]
+    actual = json.loads((split / "checkpoints" / final / "state.json").read_text())["schedule"]
+    assert actual["consumed"] == expected["consumed"]
+    assert [sorted(int(i) for i in ids) for ids in actual["consumed"]] == [
+        list(range(b * 8, b * 8 + 8)) for b in range(3)
+    ]
+    assert [r["budget_spent"] for r in _records(split)] == [1.0, 1.0, 1.0]
+    _assert_bitwise_equal(
+        _training_state(split / "checkpoints" / final), _training_state(straight / "checkpoints" / final)
+    )
+
+
+@needs_bwrap
 def test_a_two_rank_learner_group_trains_and_one_rank_resumes_its_checkpoint(tmp_path, ray_cluster):
     common = [f"run.output_dir={tmp_path}", "run.name=ranks", *SMALL, "run.checkpoint_every=1"]
     run_dir = train(load_config(None, [*common, "run.steps=1", "placement.learner_ranks=2"]))
