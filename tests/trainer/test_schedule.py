@@ -145,6 +145,23 @@ def test_state_round_trip_resumes_with_the_same_future():
     assert sorted(resumed.jobs) == sorted(straight.jobs)
 
 
+def test_a_checkpoint_from_before_per_batch_job_counters_resumes_the_same():
+    """State written before VIGOR (no `issued`, no `vigor_batches`, ready groups without their
+    rollout count) loads: the next job ids follow on from the half-created batch."""
+    schedule = Schedule(TaskPicker(TASKS, seed=0), groups_per_batch=2, group_size=2, gated=False, max_staleness=1)
+    first = schedule.next_jobs(version=0, free_slots=2)  # one group of batch 0
+    schedule.finish(EpisodeResult(first[0].job_id, [_trajectory(first[0], 0)]))
+    schedule.finish(EpisodeResult(first[1].job_id, [_trajectory(first[1], 0)]))
+    state = json.loads(json.dumps(schedule.state_dict()))
+    del state["issued"], state["vigor_batches"]
+    state["ready"] = [entry[:2] for entry in state["ready"]]
+    old = Schedule(TaskPicker(TASKS, seed=0), groups_per_batch=2, group_size=2, gated=False, max_staleness=1)
+    old.load_state_dict(state)
+    assert [j.job_id for j in old.next_jobs(version=0, free_slots=4)] == [2, 3, 4, 5]
+    assert [j.job_id for j in schedule.next_jobs(version=0, free_slots=4)] == [2, 3, 4, 5]
+    assert old.ready[0][2] == 2 and old.issued == schedule.issued == {1: 2}
+
+
 def test_staleness_is_measured_from_the_oldest_policy_token():
     trajectory = Trajectory(task_id="t")
     trajectory.extend([1], policy=False)

@@ -15,8 +15,9 @@ process left are reaped, and its episodes go back to the queue (same seed) until
 error results and are retried the same way. None is ever scored 0.
 
 Checkpoints (every `checkpoint_every` learner steps) hold the learner (weights, optimizers)
-and the schedule: jobs not finished, groups half collected, trajectories finished but not
-consumed, what was consumed, the task picker's RNG and curriculum. A gated (sync or
+and the schedule: jobs not finished, groups half collected (and, under VIGOR, each batch's
+allocator between its rounds), trajectories finished but not consumed, what was consumed,
+the task picker's RNG and curriculum. A gated (sync or
 deterministic) run first lets episodes pinned to older weights finish, so a resumed run
 consumes the same trajectories and reaches the same parameters bit for bit.
 """
