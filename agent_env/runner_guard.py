@@ -138,6 +138,10 @@ _VOLATILE = {"_pytest.assertion.util": ("_reprcompare", "_assertion_pass", "_con
 # on Python 3.10+. A new int is honest; any other value is still tampering. (Seen on the real
 # row pallets__flask-5014: its gold patch was refused as "runner tampered".)
 _COUNTERS = {"importlib._bootstrap_external._NamespacePath": ("_epoch",)}
+# The `warnings` module adds this dict to the globals of the module a warning is attributed
+# to (unittest.case, for the deprecated assertEquals that old suites call): honest. Seen on
+# the real row psf__requests-1724 as "unittest.case.__warningregistry__ added".
+_WARNING_REGISTRY = "__warningregistry__"
 # Operand types whose == cannot be overridden by the tested code (checked by exact type).
 _PLAIN_TYPES = (int, float, complex, str, bytes, bool, type(None), range, type(Ellipsis))
 _PROBE_LIMIT = 100000  # elements of one container operand probed for equals-anything
@@ -570,6 +574,7 @@ class _Guard:
                         key in volatile
                         or now is initial.get(key, _MISSING)
                         or (key in _ALLOWED_SETTINGS and _type(now) in scalars)
+                        or (key == _WARNING_REGISTRY and _type(now) is dict)
                     ):
                         continue
                     if not self._allowed_addition(package, key, now):

@@ -358,14 +358,32 @@ def test_pytest_invalidate_caches_is_not_tampering_but_a_forged_epoch_is(tmp_pat
     assert payload["tampered"] == [] and payload["exit"] == 0 and proc.returncode == 0
 
     forged = (
-        "import importlib._bootstrap_external as ext\n\n"
-        "def test_forge():\n"
-        "    ext._NamespacePath._epoch = 'forged'\n"
+        "import importlib._bootstrap_external as ext\n\ndef test_forge():\n    ext._NamespacePath._epoch = 'forged'\n"
     )
     root = tmp_path / "proj2"
     write(root, {"src/pkg/__init__.py": ADD, "tests/test_forge.py": forged})
     proc, payload, _ = run_guard(root, "pytest", "-p", "no:cacheprovider", "tests/test_forge.py")
     assert payload["tampered"] == ["importlib._bootstrap_external._NamespacePath._epoch replaced"]
+    assert payload["exit"] == 3 and proc.returncode == 3
+
+
+@needs_pytest
+def test_a_warning_attributed_to_unittest_is_not_tampering_but_a_planted_registry_is(tmp_path):
+    """A warning unittest attributes to itself (3.11: a test method that returns a value)
+    makes `warnings` add `__warningregistry__` (a dict) to unittest.case's globals: honest.
+    The same name planted there with another type is still reported."""
+    honest = "import unittest\n\nclass T(unittest.TestCase):\n    def test_old_alias(self):\n        return 1\n"
+    root = tmp_path / "proj"
+    write(root, {"src/pkg/__init__.py": ADD, "tests/test_ok.py": honest})
+    proc, payload, _ = run_guard(root, "pytest", "-p", "no:cacheprovider", "tests/test_ok.py")
+    assert payload["tests"] == {"tests/test_ok.py::T::test_old_alias": "PASSED"}
+    assert payload["tampered"] == [] and payload["exit"] == 0 and proc.returncode == 0
+
+    planted = "import unittest.case\n\ndef test_plant():\n    unittest.case.__warningregistry__ = 'x'\n"
+    root = tmp_path / "proj2"
+    write(root, {"src/pkg/__init__.py": ADD, "tests/test_plant.py": planted})
+    proc, payload, _ = run_guard(root, "pytest", "-p", "no:cacheprovider", "tests/test_plant.py")
+    assert payload["tampered"] == ["unittest.case.__warningregistry__ added"]
     assert payload["exit"] == 3 and proc.returncode == 3
 
 
