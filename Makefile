@@ -4,6 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
+# OpenHands (openhands-sdk) needs Python 3.12: a venv of its own, never imported by .venv's code.
+OH_VENV := .venv-openhands
+OH_STAMP := $(OH_VENV)/.installed
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
 CONFIG ?= configs/train_swe.yaml
 MODEL ?= tiny
 ENGINE ?= hf
@@ -14,7 +18,7 @@ WORKERS ?= 1
 ARGS ?=
 
 .PHONY: setup test lint train-swe train-swe-quick eval-swe bench gpu-check clean
-.PHONY: sandbox-image reap
+.PHONY: sandbox-image reap openhands-venv
 
 setup: $(STAMP)
 
@@ -27,6 +31,17 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e ".[dev,docker,swebench,tracking]"
 	@touch $(STAMP)
+
+# The OpenHands venv (evals/openhands_run.py runs in it; evals/README.md): pinned by
+# evals/openhands-requirements.txt, rebuilt when that changes.
+openhands-venv: $(OH_STAMP)
+
+$(OH_STAMP): evals/openhands-requirements.txt
+	@test -n "$(PYTHON312)" || { echo "error: make openhands-venv needs Python 3.12 (pyenv install 3.12, or PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	@test -x $(OH_VENV)/bin/python || $(PYTHON312) -m venv $(OH_VENV)
+	$(OH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(OH_VENV)/bin/python -m pip install -q -r evals/openhands-requirements.txt
+	@touch $(OH_STAMP)
 
 lint: setup
 	$(VENV)/bin/ruff check .
