@@ -2,13 +2,15 @@
 
 import json
 import sys
+import urllib.error
 import urllib.request
 
 import pytest
 
+from agent_env.tools import TOOL_SCHEMAS, tool_schemas
 from evals import serve
 from evals.config import EvalConfig
-from evals.serve import ModelServer, ServeError, free_port
+from evals.serve import ModelServer, ScriptedChatModel, ScriptedServer, ScriptError, ServeError, free_port
 from evals.swe import evaluate, main
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
@@ -80,3 +82,80 @@ def test_predictions_of_another_scaffold_are_graded_like_a_run(tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"model_patch": "x"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:1"):
         evaluate(EvalConfig(model="m", dataset="builtin", output=tmp_path / "bad", predictions=tmp_path / "bad.jsonl"))
+
+
+def _chat(url: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"{url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _tool(name: str, *properties: str) -> dict:
+    schema = {"type": "object", "properties": {p: {"type": "string"} for p in properties}, "required": ["command"]}
+    return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+
+OPENHANDS_TOOLS = [
+    _tool("terminal", "command", "is_input", "timeout", "reset", "summary", "security_risk"),
+    _tool("file_editor", "command", "path", "file_text", "old_str", "new_str", "insert_line", "view_range", "summary"),
+    {"type": "function", "function": {"name": "finish", "parameters": {"type": "object",
+     "properties": {"message": {}, "summary": {}}, "required": ["message"]}}},
+]  # fmt: skip
+
+
+def test_the_scripted_server_replays_gold_calls_under_the_offered_tool_names(tmp_path):
+    task = builtin_tasks()[0]
+    model = ScriptedChatModel([task], "gold", style="patch")  # two replies: a bash `git apply`, then finish
+    with ScriptedServer(model, requests_log=tmp_path / "requests.jsonl") as server:
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
+            assert json.loads(response.read())["data"][0]["id"] == "gold"
+        user = {"role": "user", "content": [{"type": "text", "text": f"<issue>\n{task.problem_statement}\n</issue>"}]}
+        status, reply = _chat(server.base_url, {"model": "gold", "messages": [user], "tools": OPENHANDS_TOOLS})
+        assert status == 200 and reply["choices"][0]["finish_reason"] == "tool_calls"
+        call = reply["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert call["name"] == "terminal" and "git apply /tmp/gold.patch" in json.loads(call["arguments"])["command"]
+
+        said = [user, {"role": "assistant", "content": None}, {"role": "tool", "content": "ok"}]
+        ours = [{"type": "function", "function": tool["function"]} for tool in tool_schemas(list(TOOL_SCHEMAS))]
+        status, reply = _chat(server.base_url, {"model": "gold", "messages": said, "tools": ours})
+        call = reply["choices"][0]["message"]["tool_calls"][0]["function"]
+        assert (status, call["name"], json.loads(call["arguments"])) == (200, "finish", {"message": "Applied the fix."})
+
+        done = [*said, {"role": "assistant", "content": None}, {"role": "tool", "content": "ok"}]
+        status, reply = _chat(server.base_url, {"model": "gold", "messages": done, "tools": ours})
+        assert (status, reply["choices"][0]["finish_reason"]) == (200, "stop")  # past the script: plain text
+
+        errors = [
+            ({"model": "gpt-4", "messages": [user]}, "model 'gpt-4' is not served here; this server serves 'gold'"),
+            ({"model": "gold", "messages": [{"role": "user", "content": "hi"}]},
+             "the user messages contain no known task's issue; the scripted model needs one"),
+            ({"model": "gold", "messages": [user], "tools": OPENHANDS_TOOLS[1:]},
+             "the script's next call is 'execute_bash', but the request offers no tool for it "
+             "(offered: file_editor, finish)"),
+            ({"model": "gold", "messages": [user], "tools": [_tool("terminal", "cmd")]},
+             "the script's 'execute_bash' call does not fit the offered 'terminal' tool's schema "
+             "(unknown arguments: ['command']; missing required: [])"),
+            ({"model": "gold", "messages": [user], "stream": True},
+             "streaming is not supported by the scripted model; send stream=false"),
+        ]  # fmt: skip
+        for body, message in errors:
+            assert _chat(server.base_url, body) == (
+                400, {"error": {"message": message, "type": "invalid_request_error", "code": 400}}
+            )  # fmt: skip
+    assert len((tmp_path / "requests.jsonl").read_text().splitlines()) == 3 + len(errors)
+
+
+def test_the_empty_scripted_model_only_finishes():
+    task = builtin_tasks()[0]
+    reply = ScriptedChatModel([task], "empty").reply(
+        {"model": "empty", "messages": [{"role": "user", "content": task.problem_statement}], "tools": OPENHANDS_TOOLS}
+    )
+    call = reply["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert (call["name"], json.loads(call["arguments"])) == ("finish", {"message": "Done."})
+    with pytest.raises(ScriptError, match="unknown scripted model 'oracle'; use one of: gold, empty"):
+        ScriptedChatModel([task], "oracle")
