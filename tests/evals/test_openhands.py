@@ -13,6 +13,7 @@ Python 3.12 is missing.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
@@ -50,13 +51,16 @@ def openhands_python() -> Path:
     """The OpenHands venv's interpreter, built (or brought up to date) by `make openhands-venv`."""
     if python312() is None:
         pytest.skip("Python 3.12 is absent (pyenv install 3.12.1): the OpenHands venv cannot be built")
-    built = subprocess.run(
-        ["make", "-s", "openhands-venv", f"PYTHON312={python312()}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    # pytest-xdist may run these tests in two workers at once: one builds, the other waits.
+    with (REPO / ".venv-openhands.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = subprocess.run(
+            ["make", "-s", "openhands-venv", f"PYTHON312={python312()}"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
     assert built.returncode == 0, f"make openhands-venv failed:\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}"
     return VENV_PYTHON
 
@@ -169,6 +173,7 @@ with ToolEnv(load_task_set("builtin", ["collections-indexed-heap-reprioritize"])
     seen = terminal(TerminalAction(command="pwd; echo $X"))
     out["terminal"] = [seen.text, seen.exit_code, seen.is_error]
     out["input"] = terminal(TerminalAction(command="y", is_input=True)).is_error
+    out["heavy"] = sorted({m.split(".")[0] for m in sys.modules} & {"torch", "trainer", "ray", "transformers"})
     print(json.dumps(out))
 """
 
@@ -187,5 +192,6 @@ def test_the_workspace_adapter_runs_openhands_workspace_calls_in_the_sandbox(ope
         "diff": True,
         "terminal": ["/workspace/prioq\n1", 0, False],
         "input": True,
+        "heavy": [],  # the runner's imports pull in no torch and no trainer
     }
     assert not (tmp_path / "conversation").exists() or not any((tmp_path / "conversation").iterdir())
