@@ -37,6 +37,8 @@ import posixpath
 import shlex
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 
 try:
     from openhands.sdk import LLM, Agent, Conversation, Tool
+    from openhands.sdk.conversation.exceptions import ConversationRunError
     from openhands.sdk.git.models import GitChange, GitChangeStatus, GitDiff
     from openhands.sdk.tool import ToolDefinition, ToolExecutor, register_tool
     from openhands.sdk.workspace import LocalWorkspace
@@ -279,8 +282,10 @@ register_tool("sandbox_terminal", SandboxTerminal)
 register_tool("sandbox_file_editor", SandboxFileEditor)
 
 
-def run_task(task: Task, llm: LLM, output: Path, *, max_iterations: int) -> dict[str, Any]:
-    """One OpenHands conversation on `task`; returns its prediction (SWE-bench's format)."""
+def run_task(task: Task, llm: LLM, output: Path, *, max_iterations: int) -> dict[str, Any] | None:
+    """One OpenHands conversation on `task`; returns its prediction (SWE-bench's format), or
+    None when the conversation failed (its trajectory says why; no prediction, as SWE-bench
+    runs leave out errored instances)."""
     started = time.monotonic()
     events: list[dict[str, Any]] = []
     with ToolEnv(task) as env:
@@ -299,21 +304,27 @@ def run_task(task: Task, llm: LLM, output: Path, *, max_iterations: int) -> dict
             callbacks=[lambda event: events.append(event.model_dump(mode="json"))],
             visualizer=None,
         )
+        error = None
         try:
             conversation.send_message(
                 USER_TEMPLATE.format(problem=task.problem_statement, workdir=workspace.sandbox_workdir)
             )
             conversation.run()
             status = str(conversation.state.execution_status.value)
+        except ConversationRunError as exc:  # the model server failed (after the SDK's retries)
+            status, error = "error", str(exc)
         finally:
             conversation.close()
-        patch = env.current_patch()
+        patch = env.current_patch() if error is None else ""
     seconds = round(time.monotonic() - started, 2)
     prediction = {"instance_id": task.id, "model_name_or_path": f"openhands/{llm.model.split('/', 1)[-1]}",
                   "model_patch": patch}  # fmt: skip
-    trajectory = {**prediction, "status": status, "seconds": seconds, "events": events}
+    trajectory = {**prediction, "status": status, "error": error, "seconds": seconds, "events": events}
     (output / "trajectories").mkdir(parents=True, exist_ok=True)
     (output / "trajectories" / f"{task.id}.json").write_text(json.dumps(trajectory, indent=1))
+    if error is not None:
+        log.error("%s: the conversation failed: %s", task.id, error[:500])
+        return None
     log.info("%s: %s, %d events, %d patch lines, %.1f s", task.id, status, len(events), patch.count("\n"), seconds)
     return prediction
 
@@ -339,17 +350,40 @@ def main(argv: list[str] | None = None) -> int:
     if unavailable:
         print(f"error: not runnable here: {', '.join(unavailable)} (see `python -m tasks list`)", file=sys.stderr)
         return 2
+    if problem := server_problem(args.base_url):
+        print(f"error: cannot reach the model server at {args.base_url} ({problem}): start it first "
+              "(vllm serve MODEL, or python -m evals.serve --scripted gold) or pass its --base-url", file=sys.stderr)  # fmt: skip
+        return 2
     llm = LLM(model=f"openai/{args.model}", base_url=args.base_url, api_key=args.api_key, usage_id="agent",
               num_retries=2, temperature=0.0)  # fmt: skip
     args.output.mkdir(parents=True, exist_ok=True)
     predictions = args.output / "predictions.jsonl"
     predictions.write_text("")
+    failed = []
     for task in tasks:
         prediction = run_task(task, llm, args.output, max_iterations=args.max_iterations)
+        if prediction is None:
+            failed.append(task.id)
+            continue
         with predictions.open("a") as f:
             f.write(json.dumps(prediction) + "\n")
-    log.info("wrote %d prediction(s) to %s", len(tasks), predictions)
+    log.info("wrote %d prediction(s) to %s", len(tasks) - len(failed), predictions)
+    if failed:
+        print(f"error: {len(failed)} conversation(s) failed: {', '.join(failed)} "
+              f"(the reasons are in {args.output / 'trajectories'}); rerun them with --instances", file=sys.stderr)  # fmt: skip
+        return 1
     return 0
+
+
+def server_problem(base_url: str) -> str | None:
+    """Why `base_url` answers no `GET /models` (None: it does)."""
+    try:
+        with urllib.request.urlopen(f"{base_url.rstrip('/')}/models", timeout=10):
+            return None
+    except urllib.error.HTTPError as exc:
+        return None if exc.code in (401, 403) else f"HTTP {exc.code} from /models"  # a server that wants a key
+    except (urllib.error.URLError, OSError) as exc:
+        return str(getattr(exc, "reason", exc))
 
 
 if __name__ == "__main__":

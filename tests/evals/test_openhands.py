@@ -13,6 +13,7 @@ Python 3.12 is missing.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import glob
 import json
@@ -20,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,29 +67,39 @@ def openhands_python() -> Path:
     return VENV_PYTHON
 
 
-def run_openhands(openhands_python: Path, model: str, tmp_path: Path) -> tuple[Path, list[dict]]:
-    """Serve `model` on a free port, run OpenHands on TASKS against it; the output folder and
-    every chat request the server answered."""
-    requests_log = tmp_path / f"{model}-requests.jsonl"
+@contextlib.contextmanager
+def scripted_server(model: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """`python -m evals.serve --scripted MODEL` on a free port: its base URL and requests log."""
+    requests_log, server_log = tmp_path / f"{model}-requests.jsonl", tmp_path / f"{model}-server.log"
     server = subprocess.Popen(
         [sys.executable, "-m", "evals.serve", "--scripted", model, "--instances", ",".join(TASKS),
          "--style", "explore", "--port", "0", "--requests-log", str(requests_log)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=(tmp_path / f"{model}-server.log").open("w"), text=True,
+        cwd=REPO, stdout=subprocess.PIPE, stderr=server_log.open("w"), text=True,
     )  # fmt: skip
     try:
         first = server.stdout.readline()  # "serving 'gold' for 3 task(s) at http://127.0.0.1:PORT/v1"
-        assert " at http://" in first, f"the server did not start: {(tmp_path / f'{model}-server.log').read_text()}"
-        base_url = first.rsplit(" at ", 1)[1].strip()
-        output = tmp_path / f"openhands-{model}"
-        run = subprocess.run(
-            [str(openhands_python), "-m", "evals.openhands_run", "--instances", ",".join(TASKS),
-             "--base-url", base_url, "--model", model, "--output", str(output)],
-            cwd=REPO, capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert run.returncode == 0, f"evals.openhands_run failed:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
+        assert " at http://" in first, f"the server did not start: {server_log.read_text()}"
+        yield first.rsplit(" at ", 1)[1].strip(), requests_log
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def openhands_run(python: Path, base_url: str, model: str, output: Path, ids: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(python), "-m", "evals.openhands_run", "--instances", ",".join(ids),
+         "--base-url", base_url, "--model", model, "--output", str(output)],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+def run_openhands(openhands_python: Path, model: str, tmp_path: Path) -> tuple[Path, list[dict]]:
+    """Serve `model`, run OpenHands on TASKS against it; the output folder and every chat
+    request the server answered."""
+    output = tmp_path / f"openhands-{model}"
+    with scripted_server(model, tmp_path) as (base_url, requests_log):
+        run = openhands_run(openhands_python, base_url, model, output, TASKS)
+    assert run.returncode == 0, f"evals.openhands_run failed:\n{run.stdout[-3000:]}\n{run.stderr[-5000:]}"
     return output, [json.loads(line) for line in requests_log.read_text().splitlines()]
 
 
@@ -195,3 +207,22 @@ def test_the_workspace_adapter_runs_openhands_workspace_calls_in_the_sandbox(ope
         "heavy": [],  # the runner's imports pull in no torch and no trainer
     }
     assert not (tmp_path / "conversation").exists() or not any((tmp_path / "conversation").iterdir())
+
+
+def test_a_failed_conversation_is_an_error_with_its_reason_and_no_prediction(openhands_python, tmp_path):
+    output = tmp_path / "openhands-wrong"
+    with scripted_server("gold", tmp_path) as (base_url, _):
+        run = openhands_run(openhands_python, base_url, "policy", output, TASKS[:1])  # a name not served
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"error: 1 conversation(s) failed: {TASKS[0]} (the reasons are in {output / 'trajectories'}); "
+        "rerun them with --instances"
+    )
+    assert (output / "predictions.jsonl").read_text() == ""
+    trajectory = json.loads((output / "trajectories" / f"{TASKS[0]}.json").read_text())
+    assert trajectory["status"] == "error"
+    assert "model 'policy' is not served here; this server serves 'gold'" in trajectory["error"]
+    nobody = openhands_run(openhands_python, "http://127.0.0.1:9/v1", "gold", tmp_path / "nobody", TASKS[:1])
+    assert nobody.returncode == 2 and nobody.stderr.startswith(
+        "error: cannot reach the model server at http://127.0.0.1:9/v1"
+    )
