@@ -330,7 +330,13 @@ def run_task(task: Task, llm: LLM, output: Path, *, max_iterations: int) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m evals.openhands_run", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.openhands_run",
+        description="Run the OpenHands agent (openhands-sdk) on tasks, its tools acting in this project's "
+        "sandboxes; write predictions.jsonl (SWE-bench's format) and a trajectory per task.",
+        epilog="example: .venv-openhands/bin/python -m evals.openhands_run --dataset builtin "
+        "--base-url http://127.0.0.1:8000/v1 --model policy --output runs/openhands",
+    )
     parser.add_argument("--dataset", default="builtin", help="task source, as evals.swe's --dataset")
     parser.add_argument("--instances", default="", help="comma-separated task ids (all when empty)")
     parser.add_argument("--base-url", required=True, help="the OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")

@@ -303,7 +303,12 @@ class _ScriptedHandler(BaseHTTPRequestHandler):
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m evals.serve --scripted gold|empty`: serve the scripted model until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m evals.serve", description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m evals.serve",
+        description="Serve a scripted model over the OpenAI chat-completions API: each task's gold actions as "
+        "tool calls, one per reply (gold), or only finish (empty), under the tool names the request offers.",
+        epilog="example: python -m evals.serve --scripted gold --dataset builtin --style explore --port 8000",
+    )
     parser.add_argument("--scripted", choices=SCRIPTED_MODELS, required=True, help="the model: gold actions or none")
     parser.add_argument("--dataset", default="builtin", help="task source (as evals.swe's --dataset)")
     parser.add_argument("--instances", default="", help="comma-separated task ids (all when empty)")

@@ -241,6 +241,7 @@ ENTRY_POINTS = [
     "evals.swe",
     "evals.compare",
     "evals.view",
+    "evals.serve",
     "tasks",
     "sandboxes",
 ]

@@ -226,3 +226,11 @@ def test_a_failed_conversation_is_an_error_with_its_reason_and_no_prediction(ope
     assert nobody.returncode == 2 and nobody.stderr.startswith(
         "error: cannot reach the model server at http://127.0.0.1:9/v1"
     )
+    shown = subprocess.run([str(openhands_python), "-m", "evals.openhands_run", "--help"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert shown.stdout.startswith("usage: python -m evals.openhands_run") and "\nexample: " in shown.stdout
+    wrong = subprocess.run([sys.executable, "-m", "evals.openhands_run", "--help"], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert wrong.returncode == 1 and wrong.stderr.strip().endswith(
+        "run it with .venv-openhands/bin/python (make openhands-venv builds it)"
+    )
