@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,docker,swebench,tracking]"
 	@touch $(STAMP)
 
-# The OpenHands venv (evals/openhands_run.py runs in it; evals/README.md): pinned by
+# The OpenHands venv (evals.openhands_run runs in it; evals/README.md): pinned by
 # evals/openhands-requirements.txt, rebuilt when that changes.
 openhands-venv: $(OH_STAMP)
 

@@ -242,6 +242,7 @@ ENTRY_POINTS = [
     "evals.compare",
     "evals.view",
     "evals.serve",
+    "evals.openhands_run",
     "tasks",
     "sandboxes",
 ]

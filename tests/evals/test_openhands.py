@@ -1,6 +1,6 @@
 """OpenHands, run for real: the OpenHands agent (openhands-sdk and openhands-tools, pinned, in
 their own Python 3.12 venv: `make openhands-venv`) against `evals.serve`'s scripted model,
-its tools acting in the project's local sandbox (`evals/openhands_run.py`), its
+its tools acting in the project's local sandbox (`evals.openhands_run`, `evals/openhands_adapter.py`), its
 predictions graded by `evals.swe --predictions`.
 
 The scripted model replays each task's gold actions (the `explore` style: search, view,
@@ -161,7 +161,7 @@ import json, sys
 from pathlib import Path
 from openhands.tools.terminal.definition import TerminalAction
 from agent_env.env import ToolEnv
-from evals.openhands_run import SandboxTerminalExecutor, SandboxWorkspace
+from evals.openhands_adapter import SandboxTerminalExecutor, SandboxWorkspace
 from tasks import load_task_set
 
 host = Path(sys.argv[1])
@@ -229,8 +229,8 @@ def test_a_failed_conversation_is_an_error_with_its_reason_and_no_prediction(ope
     shown = subprocess.run([str(openhands_python), "-m", "evals.openhands_run", "--help"], cwd=REPO,
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert shown.stdout.startswith("usage: python -m evals.openhands_run") and "\nexample: " in shown.stdout
-    wrong = subprocess.run([sys.executable, "-m", "evals.openhands_run", "--help"], cwd=REPO,
-                           capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert wrong.returncode == 1 and wrong.stderr.strip().endswith(
+    wrong = subprocess.run([sys.executable, "-m", "evals.openhands_run", "--base-url", "http://127.0.0.1:9/v1",
+                            "--model", "gold"], cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert wrong.returncode == 2 and wrong.stderr.strip().endswith(
         "run it with .venv-openhands/bin/python (make openhands-venv builds it)"
     )
