@@ -8,13 +8,30 @@ sandbox mounts read-only), once per content, before any sandbox of the task star
 definition, or, when it cannot be built, `unavailable` with the reason (which part failed:
 the Python version, a system step, a setup or install step), so that runs report the task
 as such and never grade it.
+
+`prepare_environments` builds many tasks' environments: the shared part of an environment
+(the interpreter, system and setup steps: for SWE-bench rows, one per (repo, version)
+spec, as the harness's env images are) once per content, and only the per-task part (the
+`install` steps in the task's workspace) per task. Tasks are grouped by their shared
+part; the groups' first tasks build on up to `workers` threads at once (different specs in
+parallel), then the rest of each group, whose shared part is then built. Within one
+process a group's shared part is built by one thread (the others are not started until it
+is there); across processes a lock file per build does the same (`sandboxes.pyenv`).
+When the shared part cannot be built, the group's other tasks get the same reason without
+building it again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+import logging
+import os
 import sys
+import time
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from tqdm import tqdm
@@ -22,7 +39,17 @@ from tqdm import tqdm
 from sandboxes import SandboxError
 from tasks import Task, TaskError, prepare_workspace
 
+logger = logging.getLogger(__name__)
+
 UNAVAILABLE_PREFIX = "environment cannot be built here: "
+SHARED_PARTS = ("python", "system", "setup")
+"""The parts of an environment that tasks with the same ones share (`pyenv.PARTS`)."""
+
+
+def default_build_workers() -> int:
+    """How many environments build at once by default: builds mostly wait on pip and the
+    network, so a few more than the cores, at most 4."""
+    return max(1, min(4, (os.cpu_count() or 1) + 1))
 
 
 def needs_environment(task: Task) -> bool:
@@ -30,11 +57,37 @@ def needs_environment(task: Task) -> bool:
     return bool(task.sandbox.get("python"))
 
 
+def shared_key(task: Task, backend: str) -> str:
+    """What the shared part of the task's environment is built from (the `python:` section
+    less its per-task `install` steps, and the backend): tasks with the same key share it."""
+    python = {k: v for k, v in task.sandbox.get("python", {}).items() if k != "install"}
+    shared = {
+        "backend": backend,
+        "python": python,
+        "image": task.sandbox.get("image"),
+        "build": task.sandbox.get("build"),
+    }
+    return hashlib.sha256(json.dumps(shared, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def spec_label(task: Task) -> str:
+    """The task's environment in words: the SWE-bench spec (`psf/requests 1.1`) or its Python."""
+    spec = task.harness_spec or {}
+    if spec.get("repo"):
+        return f"{spec['repo']} {spec.get('version', '')}".strip()
+    return f"python {task.sandbox.get('python', {}).get('version', '?')}"
+
+
 def prepare_environment(task: Task, backend: str = "local", *, log: Callable[[str], None] | None = None) -> Task:
     """`task` with its environment built for `backend` (or found built); unchanged when it
     needs none or is unavailable already; `unavailable` with the reason when it cannot be built."""
+    return _prepare(task, backend, log)[0]
+
+
+def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tuple[Task, str, tuple[str, ...]]:
+    """(the task prepared, the part that failed or "", what was built)."""
     if task.unavailable or not needs_environment(task):
-        return task
+        return task, "", ()
     from sandboxes import pyenv
     from sandboxes.images import parse_definition  # lazy: yaml parsing and more
 
@@ -42,7 +95,8 @@ def prepare_environment(task: Task, backend: str = "local", *, log: Callable[[st
         definition = parse_definition(task.sandbox, Path(task.source or "task.yaml"))
         prepared = pyenv.prepare(definition, backend, workspace=prepare_workspace(task), log=log)
     except (SandboxError, TaskError) as exc:
-        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc))
+        part = getattr(exc, "part", "")
+        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc)), part or "definition", ()
     sandbox = {k: v for k, v in task.sandbox.items() if k not in ("python", "build")}
     if prepared.image:
         sandbox["image"] = prepared.image
@@ -52,29 +106,71 @@ def prepare_environment(task: Task, backend: str = "local", *, log: Callable[[st
         *({"source": str(m.source), "target": m.target, "writable": m.writable} for m in prepared.mounts),
     ]
     if prepared.workspace is None:
-        return dataclasses.replace(task, sandbox=sandbox)
+        return dataclasses.replace(task, sandbox=sandbox), "", prepared.built
     # The local build's copy of the workspace: the same one-commit repository, plus what the
     # install left in it (build outputs, compiled extensions).
-    return dataclasses.replace(task, sandbox=sandbox, workspace=prepared.workspace, workspace_is_repo=True)
+    task = dataclasses.replace(task, sandbox=sandbox, workspace=prepared.workspace, workspace_is_repo=True)
+    return task, "", prepared.built
 
 
-def prepare_environments(tasks: list[Task], backend: str = "local", *, progress: bool = True) -> list[Task]:
-    """`prepare_environment` for each task, with a progress bar; tasks that share an
-    environment build it once."""
+def prepare_environments(
+    tasks: list[Task], backend: str = "local", *, progress: bool = True, workers: int | None = None
+) -> list[Task]:
+    """`prepare_environment` for each task, on up to `workers` threads (default
+    `default_build_workers()`), with a progress bar and a line per shared environment
+    (which, how long); tasks that share an environment's shared part build it once."""
     wanted = [t for t in tasks if needs_environment(t) and not t.unavailable]
     if not wanted:
         return tasks
+    workers = max(1, workers or default_build_workers())
+    groups: dict[str, list[Task]] = {}
+    for task in wanted:
+        groups.setdefault(shared_key(task, backend), []).append(task)
     bar = tqdm(total=len(wanted), desc=f"environments ({backend})", unit="task", disable=not progress)
 
     def log(line: str) -> None:
-        bar.write(line, file=sys.stderr)
+        if progress:
+            bar.write(line, file=sys.stderr)
+        else:
+            logger.info(line)
 
-    prepared = {}
-    try:
-        for task in wanted:
-            bar.set_postfix_str(task.id[:40])
-            prepared[task.id] = prepare_environment(task, backend, log=log)
-            bar.update()
-    finally:
-        bar.close()
+    def run(task: Task) -> tuple[Task, str, tuple[str, ...], float]:
+        started = time.monotonic()
+        return (*_prepare(task, backend, log), time.monotonic() - started)
+
+    log(f"{len(wanted)} task(s) need {len(groups)} shared environment(s); building on up to {workers} thread(s)")
+    prepared: dict[str, Task] = {}
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="env-build") as pool:
+        # Each group's first task builds its shared part; the rest wait until it is there.
+        pending: dict[Future, str] = {pool.submit(run, group[0]): key for key, group in groups.items()}
+        firsts = set(pending)
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    key = pending.pop(future)
+                    task, failed, built, seconds = future.result()
+                    prepared[task.id] = task
+                    bar.update()
+                    if future not in firsts:
+                        continue
+                    rest = groups[key][1:]
+                    label = f"{spec_label(task)} ({len(groups[key])} task(s))"
+                    if failed in SHARED_PARTS:
+                        log(f"environment {label}: cannot be built ({failed} failed) after {seconds:.1f} s")
+                        for other in rest:  # the same build would fail the same way: not again
+                            prepared[other.id] = dataclasses.replace(other, unavailable=task.unavailable)
+                            bar.update()
+                        continue
+                    how = "built" if "environment" in built else "found built"
+                    log(f"environment {label}: shared part {how}; first task ready in {seconds:.1f} s")
+                    pending.update({pool.submit(run, other): key for other in rest})
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+        finally:
+            bar.close()
+    log(f"{len(wanted)} environment(s) ready in {time.monotonic() - started:.1f} s")
     return [prepared.get(t.id, t) for t in tasks]

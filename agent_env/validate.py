@@ -169,11 +169,12 @@ def _not_applied(log: str, patch: str) -> str:
 
 
 def validate_tasks(
-    tasks: Iterable[Task], sandbox: str = "local", log_dir: Path | None = None
+    tasks: Iterable[Task], sandbox: str = "local", log_dir: Path | None = None, *, build_workers: int | None = None
 ) -> Iterator[TaskValidation]:
-    """Prepare the tasks' environments for `sandbox` (`local` or `docker`), then validate
-    each task in turn, yielding its verdict as soon as it is known (logs in `log_dir`)."""
-    prepared = prepare_environments(list(tasks), sandbox)
+    """Prepare the tasks' environments for `sandbox` (`local` or `docker`, on up to
+    `build_workers` threads), then validate each task in turn, yielding its verdict as soon
+    as it is known (logs in `log_dir`)."""
+    prepared = prepare_environments(list(tasks), sandbox, workers=build_workers)
     factory = None if sandbox == "local" else (lambda spec: make_sandbox(spec, sandbox))
     for task in prepared:
         yield validate_task(task, factory, log_dir)

@@ -92,7 +92,8 @@ class EvalConfig(BaseModel):
     output: Path = Path("runs/eval-swe")
     """Folder the run is written to; a rerun with the same folder resumes it."""
     workers: int = Field(default=1, gt=0)
-    """Instances run in parallel (threads)."""
+    """Instances run in parallel (threads); also how many environments (one per (repo, version)
+    spec) build at once with --repo-cache."""
     keep_errors: bool = False
     """On resume, do not retry instances that ended in an error."""
 

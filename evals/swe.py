@@ -461,7 +461,7 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
         log.info("official harness: %s", harness.describe())
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
     tasks = _prepare_environments(
-        tasks, plans, sandbox=sandbox, agent=is_agent or bool(solver and solver.needs_workspace)
+        tasks, plans, sandbox=sandbox, agent=is_agent or bool(solver and solver.needs_workspace), workers=config.workers
     )
     plans = {t.id: plan_grading(t, grader, harness) for t in tasks}
     agent_options = config.agent_options()
@@ -501,14 +501,17 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
     return summarize(results, [q["instance_id"] for q in (quarantine_data or {}).get("quarantined", [])])
 
 
-def _prepare_environments(tasks: list[Task], plans: dict[str, GradePlan], *, sandbox: str, agent: bool) -> list[Task]:
+def _prepare_environments(
+    tasks: list[Task], plans: dict[str, GradePlan], *, sandbox: str, agent: bool, workers: int
+) -> list[Task]:
     """Build the environments of the tasks that need one here (the project grader grades
-    them, or an agent works in them) for the `sandbox` backend, once each; a task whose
+    them, or an agent works in them) for the `sandbox` backend, once each (different specs
+    on up to `workers` threads; one shared part per (repo, version) spec); a task whose
     environment cannot be built comes back unavailable, with the reason."""
     wanted = [t for t in tasks if needs_environment(t) and (agent or plans[t.id].kind == "project")]
     if not wanted:
         return tasks
-    built = {t.id: t for t in prepare_environments(wanted, sandbox)}
+    built = {t.id: t for t in prepare_environments(wanted, sandbox, workers=workers)}
     failed = [t for t in built.values() if t.unavailable]
     for task in failed:
         log.warning("not runnable here: %s: %s", task.id, task.unavailable.splitlines()[0])

@@ -96,6 +96,10 @@ class PreparedEnv:
     workspace: Path | None = None
     seconds: float = 0.0
     cached: bool = True
+    built: tuple[str, ...] = ()
+    """What this call built (the others were found built): `environment` (the interpreter,
+    system and setup steps: shared by every definition with the same ones) and `workspace`
+    (the install steps in this workspace)."""
 
 
 class EnvironmentBuildError(SandboxError):
@@ -347,30 +351,34 @@ def _prepare_local(
     scripts = _scripts(env, prefix, definition.workdir, pip.variables)
     base_key = _key("local", str(prefix), env.version, env.setup)
     base = cache_dir() / f"env-{base_key[:20]}"
-    cached = True
+    built: list[str] = []
     with _locked(cache_dir() / f"env-{base_key[:20]}.lock"):
         if not base.is_dir():
-            cached = False
+            built.append("environment")
+            started = time.monotonic()
             log(f"building python environment {base.name} (Python {prefix.name}, {len(env.setup)} setup step(s))")
             _build_local(
                 base, prefix, [s for s in scripts if s[0] in ("python", "setup")], env, None, definition.workdir, pip
             )
+            log(f"built python environment {base.name} in {time.monotonic() - started:.1f} s")
     mounts = [Mount(prefix, str(prefix))]
     if not env.install:
-        return PreparedEnv(python=prefix, mounts=(*mounts, Mount(base / "venv", VENV)), cached=cached)
+        venv = Mount(base / "venv", VENV)
+        return PreparedEnv(python=prefix, mounts=(*mounts, venv), cached=not built, built=tuple(built))
     key = _key(base_key, workspace_digest(workspace), env.install, definition.workdir)
-    built = cache_dir() / f"ws-{key[:20]}"
+    installed = cache_dir() / f"ws-{key[:20]}"
     with _locked(cache_dir() / f"ws-{key[:20]}.lock"):
-        if not built.is_dir():
-            cached = False
-            log(f"installing {workspace} into {built.name} ({len(env.install)} step(s))")
+        if not installed.is_dir():
+            built.append("workspace")
+            log(f"installing {workspace} into {installed.name} ({len(env.install)} step(s))")
             _build_local(
-                built, prefix, [s for s in scripts if s[0] == "install"], env, (base / "venv", workspace),
+                installed, prefix, [s for s in scripts if s[0] == "install"], env, (base / "venv", workspace),
                 definition.workdir, pip,
             )  # fmt: skip
     return PreparedEnv(
-        python=prefix, mounts=(*mounts, Mount(built / "venv", VENV)), workspace=built / "workspace", cached=cached
-    )
+        python=prefix, mounts=(*mounts, Mount(installed / "venv", VENV)), workspace=installed / "workspace",
+        cached=not built, built=tuple(built),
+    )  # fmt: skip
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -488,9 +496,11 @@ def _prepare_docker(
         setup=(f"chmod o+x {ancestors}" if ancestors else "true", *(s for p, _, s in scripts if p != "install")),
         user=user,
     )
-    cached = image(env_tag, recipe, env_key) and cached
+    env_cached = image(env_tag, recipe, env_key)
+    built = () if env_cached and cached else ("environment",)
+    cached = env_cached and cached
     if not env.install:
-        return PreparedEnv(python=prefix, image=env_tag, cached=cached)
+        return PreparedEnv(python=prefix, image=env_tag, cached=cached, built=built)
     # 3. The workspace, installed, then given to the sandbox's user.
     workdir = definition.workdir
     key = _key(env_key, workspace_digest(workspace), env.install, workdir, user)
@@ -501,8 +511,9 @@ def _prepare_docker(
         setup=(*(s for p, _, s in scripts if p == "install"), f"chown -R {user}: {workdir}"),
         user=user,
     )
-    cached = image(tag, recipe, key) and cached
-    return PreparedEnv(python=prefix, image=tag, cached=cached)
+    ws_cached = image(tag, recipe, key)
+    built = built if ws_cached else (*built, "workspace")
+    return PreparedEnv(python=prefix, image=tag, cached=ws_cached and cached, built=built)
 
 
 def _docker_build(definition: SandboxDefinition, env: PythonEnv, engine: Any, log, key: str) -> bool:

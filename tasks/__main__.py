@@ -76,11 +76,12 @@ def validate(
     instances: list[str] | None = None,
     sandbox: str = "local",
     log_dir: Path | None = None,
+    build_workers: int | None = None,
 ) -> int:
     results, tasks = [], _load(paths, repo_cache, instances)
     log_dir = log_dir or default_log_dir()
     try:
-        for result in validate_tasks(tasks, sandbox, log_dir):
+        for result in validate_tasks(tasks, sandbox, log_dir, build_workers=build_workers):
             results.append(result)
             print("\n".join(format_validation(result)), flush=True)
     except KeyboardInterrupt as exc:  # the verdicts so far are printed: say so, and how to go on
@@ -115,13 +116,22 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="folder for each task's test output (default: $AGENTIC_RL_CACHE/validate-logs)",
     )
+    parser.add_argument(
+        "--build-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="environments built at once, one per (repo, version) spec (default: min(4, cores + 1))",
+    )
     args = parser.parse_args(argv)
+    if args.build_workers is not None and args.build_workers < 1:
+        parser.error(f"--build-workers {args.build_workers}: give a number of at least 1")
     instances = [i for i in args.instances.split(",") if i] or None
     with interrupts():  # Ctrl-C / SIGTERM: sandboxes closed, one line, exit 130 / 143
         try:
             if args.command == "list":
                 return list_tasks(args.paths, args.repo_cache, instances)
-            return validate(args.paths, args.repo_cache, instances, args.sandbox, args.logs)
+            return validate(args.paths, args.repo_cache, instances, args.sandbox, args.logs, args.build_workers)
         except TaskError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
