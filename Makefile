@@ -17,7 +17,7 @@ OUTPUT ?= runs/eval-swe
 WORKERS ?= 1
 ARGS ?=
 
-.PHONY: setup test lint train-swe train-swe-quick eval-swe bench gpu-check clean
+.PHONY: setup test test-realrows lint train-swe train-swe-quick eval-swe bench gpu-check clean
 .PHONY: sandbox-image reap openhands-venv
 
 setup: $(STAMP)
@@ -48,6 +48,12 @@ lint: setup
 
 test: setup lint
 	$(PY) -m pytest -n 2 $(ARGS)
+
+# Real SWE-bench Verified rows from clones of their repositories (tasks/README.md):
+# SWE_REPO_CACHE=~/swe-repos make test-realrows   (builds each spec's environment once)
+test-realrows: setup
+	@test -n "$$SWE_REPO_CACHE" || { echo "SWE_REPO_CACHE is not set: give a folder of git clones, e.g. SWE_REPO_CACHE=~/swe-repos make test-realrows"; exit 2; }
+	$(PY) -m pytest -m realrows tests/tasks/test_realrows.py -v -rs $(ARGS)
 
 train-swe: setup
 	$(PY) -m trainer.train $(CONFIG) $(ARGS)

@@ -1,0 +1,74 @@
+"""The real-row tier: real SWE-bench Verified rows from clones of their real repositories.
+
+Manual (it builds each spec's environment, minutes per spec the first time):
+
+    SWE_REPO_CACHE=~/swe-repos make test-realrows
+
+`SWE_REPO_CACHE` is a repository cache (tasks/README.md, "SWE-bench rows"); the rows come
+from `SWE_DATASET` (default: the Verified split at ../shared/data/swe_bench_verified.jsonl
+beside this checkout). Rows whose repository has no clone in the cache are skipped, each
+with the reason. Without `SWE_REPO_CACHE` every test here is skipped with one line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agent_env import environments
+from agent_env.validate import validate_tasks
+from tasks.repos import clone_candidates
+from tasks.swebench import load_swebench
+from tests.conftest import needs_bwrap
+
+ROOT = Path(__file__).resolve().parents[2]
+DATASET = Path(os.environ.get("SWE_DATASET") or ROOT.parent / "shared" / "data" / "swe_bench_verified.jsonl")
+REPO_CACHE = os.environ.get("SWE_REPO_CACHE", "")
+# Rows whose tests need no network, in specs that pip meets (DESIGN.md: what is known).
+ROWS = ("pallets__flask-5014", "pytest-dev__pytest-10051", "pytest-dev__pytest-10081")
+# Pairs of rows of one (repo, version) spec: they must share one environment.
+SAME_SPEC = (
+    ("pytest-dev__pytest-10051", "pytest-dev__pytest-10081"),
+    ("mwaskom__seaborn-3069", "mwaskom__seaborn-3187"),
+)
+
+pytestmark = [
+    pytest.mark.realrows,
+    pytest.mark.skipif(not REPO_CACHE, reason="SWE_REPO_CACHE is not set: give a folder of clones (tasks/README.md)"),
+    pytest.mark.skipif(not DATASET.is_file(), reason=f"no SWE-bench rows at {DATASET}: set SWE_DATASET to a .jsonl"),
+]
+
+
+def _repo_cache() -> Path:
+    return Path(REPO_CACHE).expanduser()
+
+
+def _tasks(instances: tuple[str, ...]):
+    tasks = load_swebench(DATASET, list(instances), repo_cache=_repo_cache())
+    for task in tasks:
+        if not any(path.exists() for path in clone_candidates(_repo_cache(), task.repo)):
+            pytest.skip(
+                f"no clone of {task.repo} in {_repo_cache()} (git clone it there as {task.repo.replace('/', '__')})"
+            )
+    return tasks
+
+
+@needs_bwrap
+@pytest.mark.parametrize("instance", ROWS)
+def test_gold_resolves_and_empty_does_not(instance, tmp_path):
+    (task,) = _tasks((instance,))
+    assert task.unavailable == ""
+    (result,) = list(validate_tasks([task], "local", tmp_path, build_workers=1))
+    assert (result.status, result.problems) == ("ok", ()), result.reason or result.problems
+
+
+@pytest.mark.parametrize("pair", SAME_SPEC, ids=lambda pair: pair[0].rsplit("-", 1)[0])
+def test_rows_of_one_spec_share_the_environment(pair):
+    first, second = _tasks(pair)
+    assert (first.unavailable, second.unavailable) == ("", "")
+    assert first.harness_spec == second.harness_spec
+    # The requirements come from the spec's environment_setup_commit, not each base commit.
+    assert environments.shared_key(first, "local") == environments.shared_key(second, "local")
+    assert first.workspace != second.workspace  # the per-row part: each row's base commit
