@@ -602,6 +602,10 @@ PYTEST_ATTACKS = {
         "import sys\nsys.settrace(lambda frame, event, arg: None)\n",
         "sys.settrace hook installed",
     ),
+    "namespace_epoch_not_a_counter": (  # invalidate_caches() moves it as an int; anything else is not allowed
+        "from importlib._bootstrap_external import _NamespacePath\n_NamespacePath._epoch = object()\n",
+        "importlib._bootstrap_external._NamespacePath._epoch replaced",
+    ),
 }
 
 
@@ -615,6 +619,24 @@ def test_pytest_attack_is_detected(tmp_path, name):
     assert payload is not None, proc.stdout + proc.stderr
     assert expected in payload["tampered"], payload
     assert payload["exit"] == 3 and proc.returncode == 3
+
+
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+def test_invalidating_import_caches_is_not_tampering(tmp_path, runner):
+    """`importlib.invalidate_caches()` (pytest calls it; so do tests that write modules)
+    increments the import machinery's `_NamespacePath._epoch`: found on real SWE-bench rows
+    (pytest 7.2, flask 2.3), where it failed every gold patch."""
+    if runner == "pytest" and not _has_pytest(PYTHON):
+        pytest.skip("no pytest")
+    root = tmp_path / "proj"
+    test = "import importlib\nimport unittest\n\n\nclass T(unittest.TestCase):\n"
+    test += "    def test_a(self):\n        importlib.invalidate_caches()\n        importlib.invalidate_caches()\n"
+    write(root, {"src/pkg/__init__.py": ADD, "tests/__init__.py": "", "tests/test_t.py": test})
+    args = ("-v", "tests.test_t") if runner == "unittest" else ("-rA", "-p", "no:cacheprovider", "tests/test_t.py")
+    proc, payload, _ = run_guard(root, runner, *args)
+    assert payload is not None, proc.stdout + proc.stderr
+    test_id = "tests.test_t.T.test_a" if runner == "unittest" else "tests/test_t.py::T::test_a"
+    assert (payload["tests"], payload["tampered"], payload["exit"]) == ({test_id: "PASSED"}, [], 0)
 
 
 @needs_pytest
