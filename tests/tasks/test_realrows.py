@@ -6,13 +6,16 @@ Manual (it builds each spec's environment, minutes per spec the first time):
 
 `SWE_REPO_CACHE` is a repository cache (tasks/README.md, "SWE-bench rows"); the rows come
 from `SWE_DATASET` (default: the Verified split at ../shared/data/swe_bench_verified.jsonl
-beside this checkout). Rows whose repository has no clone in the cache are skipped, each
-with the reason. Without `SWE_REPO_CACHE` every test here is skipped with one line.
+beside this checkout); environments are kept in `SWE_ENV_CACHE` (default
+/tmp/agentic-rl-test-envs), so a second run starts at once. Rows whose repository has no
+clone in the cache are skipped, each with the reason. Without `SWE_REPO_CACHE` every test
+here is skipped with one line.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,8 @@ from tests.conftest import needs_bwrap
 ROOT = Path(__file__).resolve().parents[2]
 DATASET = Path(os.environ.get("SWE_DATASET") or ROOT.parent / "shared" / "data" / "swe_bench_verified.jsonl")
 REPO_CACHE = os.environ.get("SWE_REPO_CACHE", "")
+# Environments outlive the session (keyed by content), as in tests/tasks/test_swebench_envs.py.
+ENV_CACHE = Path(os.environ.get("SWE_ENV_CACHE") or Path(tempfile.gettempdir()) / "agentic-rl-test-envs")
 # Rows whose tests need no network, in specs that pip meets (DESIGN.md: what is known).
 ROWS = ("pallets__flask-5014", "pytest-dev__pytest-10051", "pytest-dev__pytest-10081")
 # Pairs of rows of one (repo, version) spec: they must share one environment.
@@ -39,6 +44,11 @@ pytestmark = [
     pytest.mark.skipif(not REPO_CACHE, reason="SWE_REPO_CACHE is not set: give a folder of clones (tasks/README.md)"),
     pytest.mark.skipif(not DATASET.is_file(), reason=f"no SWE-bench rows at {DATASET}: set SWE_DATASET to a .jsonl"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _env_cache(monkeypatch):
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
 
 
 def _repo_cache() -> Path:
@@ -61,7 +71,7 @@ def test_gold_resolves_and_empty_does_not(instance, tmp_path):
     (task,) = _tasks((instance,))
     assert task.unavailable == ""
     (result,) = list(validate_tasks([task], "local", tmp_path, build_workers=1))
-    assert (result.status, result.problems) == ("ok", ()), result.reason or result.problems
+    assert (result.status, result.problems) == ("ok", ()), f"{result.reason or result.problems}; log: {result.log}"
 
 
 @pytest.mark.parametrize("pair", SAME_SPEC, ids=lambda pair: pair[0].rsplit("-", 1)[0])
