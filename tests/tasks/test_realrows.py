@@ -32,7 +32,17 @@ REPO_CACHE = os.environ.get("SWE_REPO_CACHE", "")
 # Environments outlive the session (keyed by content), as in tests/tasks/test_swebench_envs.py.
 ENV_CACHE = Path(os.environ.get("SWE_ENV_CACHE") or Path(tempfile.gettempdir()) / "agentic-rl-test-envs")
 # Rows whose tests need no network, in specs that pip meets (DESIGN.md: what is known).
-ROWS = ("pallets__flask-5014", "pytest-dev__pytest-10051", "pytest-dev__pytest-10081")
+ROWS = (
+    "pallets__flask-5014",
+    "pytest-dev__pytest-10051",
+    # The code under test is the runner: its tests run pytest in-process (pytester), which
+    # changes pytest's own classes (Config.rootdir, Node.fspath, ...) where the runner guard
+    # takes it for tampering, so the gold patch reads as not resolving it.
+    pytest.param(
+        "pytest-dev__pytest-10081",
+        marks=pytest.mark.xfail(strict=True, reason="the runner guard flags pytest's in-process runs of itself"),
+    ),
+)
 # Pairs of rows of one (repo, version) spec: they must share one environment.
 SAME_SPEC = (
     ("pytest-dev__pytest-10051", "pytest-dev__pytest-10081"),
