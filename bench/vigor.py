@@ -224,7 +224,7 @@ def plot(data: dict[str, dict[int, dict[str, list]]], path: Path, window: int = 
             if series:
                 xs = [x for x, _ in min(series, key=len)]
                 ys = _mean_by_position([[y for _, y in s] for s in series])
-                ax.plot(xs, ys, color=colour, linewidth=2, label=f"{arm} (mean of {len(series)} seeds)")
+                ax.plot(xs, ys, color=colour, linewidth=2, marker=".", label=f"{arm} (mean over seeds: {len(series)})")
     left.set_title(f"training success ({window}-step mean) vs rollouts", fontsize=10)
     left.set_xlabel("cumulative rollouts")
     right.set_title("informative-group fraction (nonzero reward variance)", fontsize=10)
@@ -334,7 +334,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "same --out resumes.",
         epilog="example: python -m bench.vigor --seeds 3 --out runs/bench-vigor   |   smoke: python -m "
         "bench.vigor --config configs/train_swe_quick.yaml --steps 1 --seeds 1 --prompts 2 --out "
-        "/tmp/vigor-smoke warm_start.steps=2 evaluation.episodes=0",
+        "/tmp/vigor-smoke warm_start.steps=2 evaluation.episodes=2",
     )
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the config's run.steps)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, one warm start each (default 3)")

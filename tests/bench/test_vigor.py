@@ -184,3 +184,20 @@ def test_the_bench_warm_starts_once_per_seed_and_keeps_finished_runs(tmp_path, m
     assert (tmp_path / "out" / "vigor.png").is_file()
     saved = json.loads((tmp_path / "out" / "curves.json").read_text())
     assert saved["arms"]["vigor"]["1"]["rollouts"] == [8, 16, 24, 32]
+
+
+@pytest.mark.slow
+def test_a_one_step_smoke_run_goes_end_to_end(tmp_path):
+    """The real bench on the one-task quick config: a 2-step warm start, one RL step of each
+    arm (2 prompts, 8 rollouts), the table, curves, plot and figures (about 2 minutes on 2 busy cores)."""
+    from bench import vigor
+
+    out = tmp_path / "out"
+    argv = ["--config", "configs/train_swe_quick.yaml", "--steps", "1", "--seeds", "1", "--prompts", "2",
+            "--out", str(out), "--json", str(tmp_path / "vigor.json"), "warm_start.steps=2", "evaluation.episodes=0"]  # fmt: skip
+    assert vigor.main(argv) == 0
+    figures = json.loads((tmp_path / "vigor.json").read_text())
+    assert figures["fixed_rollouts_per_prompt_max_mean"] == 4 and figures["fixed_budget_spent_mean"] == 1.0
+    assert figures["vigor_rollouts_per_prompt_mean_mean"] == 4.0 and figures["vigor_budget_spent_mean"] == 1.0
+    assert figures["vigor_eval_after_mean"] is None
+    assert (out / "vigor.png").is_file() and (out / "runs" / "vigor-s0" / "metrics.jsonl").is_file()
