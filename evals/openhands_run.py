@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-key", default="EMPTY", help="the server's key (default: none needed)")
     parser.add_argument("--output", type=Path, default=Path("runs/openhands"), help="folder to write to")
     parser.add_argument("--max-iterations", type=int, default=30, help="agent steps per task")
+    parser.add_argument(
+        "--repo-cache", type=Path, help="folder of git clones SWE-bench rows are made from (their environments "
+        "are built here first, in local sandboxes)"
+    )  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     missing = [name for name in ("openhands.sdk", "openhands.tools") if not _importable(name)]
@@ -55,10 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         ids = [i.strip() for i in args.instances.split(",") if i.strip()]
-        tasks = load_task_set(args.dataset, ids or None)
+        tasks = load_task_set(args.dataset, ids or None, repo_cache=args.repo_cache)
     except TaskError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from agent_env import prepare_environments
+
+    tasks = prepare_environments(tasks, "local")  # SWE-bench rows: the harness's spec, built once per spec
     unavailable = [t.id for t in tasks if t.unavailable]
     if unavailable:
         print(f"error: not runnable here: {', '.join(unavailable)} (see `python -m tasks list`)", file=sys.stderr)

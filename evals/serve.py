@@ -316,12 +316,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default="/workspace", help="the repository's path in the agent's sandbox")
     parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--requests-log", type=Path, help="append every chat request (JSON, one a line) to this file")
+    parser.add_argument("--repo-cache", type=Path, help="folder of git clones SWE-bench rows are made from")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from tasks import TaskError, load_task_set
 
     try:
-        tasks = load_task_set(args.dataset, [i for i in args.instances.split(",") if i.strip()] or None)
+        ids = [i for i in args.instances.split(",") if i.strip()] or None
+        tasks = load_task_set(args.dataset, ids, repo_cache=args.repo_cache)
         model = ScriptedChatModel(tasks, args.scripted, style=args.style, workdir=args.workdir)
     except (TaskError, ScriptError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
