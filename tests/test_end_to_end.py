@@ -120,6 +120,32 @@ def test_vigor_allocation_trains_the_quick_recipe_and_spends_the_budget(tmp_path
         assert ids == list(range(ids[0], ids[0] + 8)) and ids[0] % 8 == 0
 
 
+@needs_bwrap
+def test_se_rl_family_weights_are_logged_each_step_and_checkpointed(tmp_path, ray_cluster):
+    """SAO with SE-RL's rebalancing on two task families, two steps, no warm start. The random
+    policy solves nothing and the critic starts at 0, so every advantage is 0: both families'
+    needs are 0 and their weights stay 1 (nothing to rebalance) in the metrics of every step;
+    the needs are in the checkpoint the run resumes from."""
+    config = load_config(
+        "configs/train_swe_quick.yaml",
+        [f"run.output_dir={tmp_path}", "run.name=se-rl", "algorithm.family_weights=se_rl", "run.steps=2",
+         "tasks.ids=[config-env-prefix-strip,numeric-histogram-upper-edge]", "orchestrator.episodes_per_step=2",
+         "warm_start.steps=0", "warm_start.critic_pretrain_steps=0", "evaluation.episodes=0",
+         "rollout.max_new_tokens=8", "run.checkpoint_every=2"],
+    )  # fmt: skip
+    run_dir = train(config)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2]
+    seen = set()
+    for record in records:  # a step reports the families met so far (async: a batch may hold one)
+        weights = {k.split("/", 1)[1]: v for k, v in record.items() if k.startswith("family_weight/")}
+        assert weights and set(weights.values()) == {1.0}
+        seen |= set(weights)
+    assert seen == {"config", "numeric"}
+    state = json.loads((run_dir / "checkpoints" / "step_000002" / "state.json").read_text())
+    assert state["family_weights"]["need"] == {"config": 0.0, "numeric": 0.0}
+
+
 def test_group_algorithms_refuse_single_rollouts():
     from trainer.config import ConfigError
 

@@ -150,6 +150,16 @@ class VigorConfig(_Section):
     """Rounds in all (T); the last spends what is left of the batch's budget."""
 
 
+class FamilyWeightsConfig(_Section):
+    mode: Literal["learnability", "failure"] = "learnability"
+    """A family's need: `learnability`, the mean |advantage| of its recent trajectories (how
+    much the loss still has to say about it), or `failure`, 1 - its mean reward."""
+    smoothing: float = Field(default=0.9, ge=0, lt=1)
+    """Exponential moving average of each family's need: the weight of the old value."""
+    floor: float = Field(default=0.1, ge=0, le=1)
+    """The least weight a family keeps, however little it needs."""
+
+
 class AlgorithmConfig(_Section):
     name: Literal[tuple(ALGORITHMS)] = "sao"  # type: ignore[valid-type]
     """Update rule (`trainer.algorithms.registry`): SAO (default), PPO with a critic, AReaL's
@@ -188,6 +198,15 @@ class AlgorithmConfig(_Section):
     variance so far (`trainer.algorithms.vigor`); linear rollouts only."""
     vigor: VigorConfig = Field(default_factory=VigorConfig)
     """VIGOR's rounds (`allocation: vigor`); the defaults are the paper's."""
+    family_weights: Literal["none", "se_rl"] = "none"
+    """Loss weight per task family: `none` (every trajectory counts alike), or `se_rl`
+    (SE-RL's hybrid-environment rebalancing, our rule since the paper's is not public:
+    `trainer.algorithms.curriculum.FamilyLossWeights`): each family's advantages are scaled
+    by `floor + (1 - floor) * need / mean need` (weights average 1 over families), its need an
+    average of what the last steps measured; logged per step (`family_weight/<family>`), kept
+    in checkpoints."""
+    se_rl: FamilyWeightsConfig = Field(default_factory=FamilyWeightsConfig)
+    """The rebalancing rule's settings (`family_weights: se_rl`)."""
 
 
 class LearnerConfig(_Section):

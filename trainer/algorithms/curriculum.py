@@ -187,7 +187,14 @@ class FamilyLossWeights:
         if not 0.0 <= smoothing < 1.0 or not 0.0 <= floor <= 1.0:
             raise ValueError("need 0 <= smoothing < 1 and 0 <= floor <= 1")
         self.mode, self.smoothing, self.floor = mode, smoothing, floor
-        self.need: dict[str, float | None] = dict.fromkeys(_check_families(families))
+        # Empty: the families are registered as they come (`add_families`).
+        self.need: dict[str, float | None] = dict.fromkeys(_check_families(families)) if families else {}
+
+    def add_families(self, families: Iterable[str]) -> None:
+        """Register families not seen before (weight 1, the mean need, until measured): a
+        learner meets them as its batches bring them."""
+        for family in families:
+            self.need.setdefault(family, None)
 
     def update(
         self,

@@ -143,6 +143,8 @@ def write(learner: Learner, directory: str | Path, extra: dict | None = None, to
         if tokenizer is not None:
             tokenizer.save_pretrained(staging / "policy")
         state = {"version": learner.version, "skipped_steps": learner.skipped_steps}
+        if learner.family_weights is not None:
+            state["family_weights"] = learner.family_weights.state_dict()
         if learner.value_token_ids is not None:  # a resumed run must read values from the same rows
             state["value_token_ids"] = list(learner.value_token_ids)
         state.update(extra or {})
@@ -184,4 +186,6 @@ def load(learner: Learner, directory: str | Path) -> dict:
         raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
     learner.version = int(state["version"])
     learner.skipped_steps = int(state.get("skipped_steps", 0))
+    if learner.family_weights is not None and "family_weights" in state:
+        learner.family_weights.load_state_dict(state["family_weights"])
     return state

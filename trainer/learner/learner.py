@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from trainer import distributed
+from trainer.algorithms.curriculum import FamilyLossWeights
 from trainer.algorithms.losses import default_aggregation
 from trainer.algorithms.registry import get_algorithm
 from trainer.algorithms.sao import freeze_attention
@@ -120,6 +121,11 @@ class Learner:
         self.banned: tuple[int, ...] = self.value_token_ids or ()
         """Token ids the policy never samples; the learner's log-softmax leaves them out."""
         self.objective = make_objective(self.spec, algorithm, self.aggregation)
+        self.family_weights: FamilyLossWeights | None = None
+        """SE-RL's per-family loss weights (`algorithm.family_weights: se_rl`), else None."""
+        if algorithm.family_weights == "se_rl":
+            rule = algorithm.se_rl
+            self.family_weights = FamilyLossWeights([], mode=rule.mode, smoothing=rule.smoothing, floor=rule.floor)
         critic = critic if self.spec.critic == "separate" else None
         if critic is not None and optim.freeze_critic_attention:
             freeze_attention(critic)
@@ -171,6 +177,7 @@ class Learner:
         batch = self.prepare(selection.trajectories)
         targets = self.objective.targets(self, selection, batch)
         local = self._local_advantages(batch, targets)
+        family_metrics = self._weigh_families(selection.trajectories, batch, targets)
 
         # Policy: one step, gradients accumulated over micro-batches.
         sums: dict[str, float] = {}
@@ -200,8 +207,37 @@ class Learner:
             "micro_batches": len(batch.micro_batches),
             "skipped_steps": self.skipped_steps,
             "version": self.version,
+            **family_metrics,
         }
-        return StepResult(metrics, gather_advantages(trajectories, local))
+        advantages = gather_advantages(trajectories, local)
+        if self.family_weights is not None:
+            self._measure_families(selection.trajectories, advantages)
+        return StepResult(metrics, advantages)
+
+    def _weigh_families(
+        self, trajectories: list[Trajectory], batch: PreparedBatch, targets: StepTargets
+    ) -> dict[str, float]:
+        """SE-RL: scale each trajectory's token advantages by its family's weight, from what
+        earlier steps measured (so every rank uses the same weights); the weights in use, as
+        metrics. Scaling a sequence's advantages is weighting its policy loss."""
+        if self.family_weights is None:
+            return {}
+        self.family_weights.add_families(t.family for t in trajectories)  # the whole batch: ranks agree
+        weights = self.family_weights.weights()
+        for micro, target in zip(batch.micro_batches, targets.micro, strict=True):
+            for row, trajectory in enumerate(micro.trajectories):
+                target.advantages[row] *= weights[trajectory.family]
+        return {f"family_weight/{family}": weight for family, weight in sorted(weights.items())}
+
+    def _measure_families(self, trajectories: list[Trajectory], advantages: dict[str, float]) -> None:
+        """Update each family's need from this step's whole batch (gathered from every rank,
+        so all ranks keep the same state): its unweighted mean advantages, or its rewards."""
+        self.family_weights.add_families(t.family for t in trajectories)
+        for family in sorted({t.family for t in trajectories}):
+            mine = [t for t in trajectories if t.family == family]
+            self.family_weights.update(
+                family, advantages=[advantages[t.trajectory_id] for t in mine], rewards=[t.reward for t in mine]
+            )
 
     @staticmethod
     def _local_advantages(batch: PreparedBatch, targets: StepTargets) -> dict[str, float]:
