@@ -282,8 +282,9 @@ def workspace_digest(root: Path) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One builder per key across processes; the others wait, then find it built."""
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` while held, across processes (released by the kernel if the
+    holder dies): one builder per key, the others wait, then find it built."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -352,7 +353,7 @@ def _prepare_local(
     base_key = _key("local", str(prefix), env.version, env.setup)
     base = cache_dir() / f"env-{base_key[:20]}"
     built: list[str] = []
-    with _locked(cache_dir() / f"env-{base_key[:20]}.lock"):
+    with exclusive_lock(cache_dir() / f"env-{base_key[:20]}.lock"):
         if not base.is_dir():
             built.append("environment")
             started = time.monotonic()
@@ -367,7 +368,7 @@ def _prepare_local(
         return PreparedEnv(python=prefix, mounts=(*mounts, venv), cached=not built, built=tuple(built))
     key = _key(base_key, workspace_digest(workspace), env.install, definition.workdir)
     installed = cache_dir() / f"ws-{key[:20]}"
-    with _locked(cache_dir() / f"ws-{key[:20]}.lock"):
+    with exclusive_lock(cache_dir() / f"ws-{key[:20]}.lock"):
         if not installed.is_dir():
             built.append("workspace")
             log(f"installing {workspace} into {installed.name} ({len(env.install)} step(s))")
@@ -521,7 +522,7 @@ def _docker_build(definition: SandboxDefinition, env: PythonEnv, engine: Any, lo
     log_path = cache_dir() / f"image-{key[:20]}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     recent: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-    with _locked(cache_dir() / f"image-{key[:20]}.lock"), log_path.open("w") as record:
+    with exclusive_lock(cache_dir() / f"image-{key[:20]}.lock"), log_path.open("w") as record:
 
         def keep(line: str) -> None:
             recent.append(line)

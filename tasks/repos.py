@@ -26,7 +26,6 @@ workspace, so that one builds it and the others wait and reuse it.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import re
@@ -35,6 +34,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from sandboxes.pyenv import exclusive_lock
 from tasks.spec import GIT_ENV, IGNORED_IN_WORKSPACE, NO_AUTO_GC, TaskError, workspace_cache_dir
 
 # Build outputs an install leaves in a checkout; ignored in workspaces (through
@@ -116,21 +116,10 @@ def checkout_workspace(
     if (target / ".git").is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _build_lock(target.parent / f".{target.name}.lock"):
+    with exclusive_lock(target.parent / f".{target.name}.lock"):
         if not (target / ".git").is_dir():  # not built by whoever held the lock before
             _build_workspace(clone, commit, target, edits, where)
     return target
-
-
-@contextlib.contextmanager
-def _build_lock(path: Path):
-    """An exclusive lock on `path` while held (released by the kernel if the holder dies)."""
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _build_workspace(clone: Path, commit: str, target: Path, edits: tuple[str, ...], where: str) -> None:
