@@ -34,3 +34,13 @@ def report(name: str, figures: dict[str, float], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(figures, indent=2) + "\n")
     print(f"written: {path}")
+
+
+def keep_one_setting(name: str, out: Path, setting: dict) -> None:
+    """A resumable bench's `out` holds runs of one setting: exit naming the one it holds when
+    `setting` differs, else record it (a first run) and go on."""
+    recorded = out / "setting.json"
+    if recorded.is_file() and json.loads(recorded.read_text()) != setting:
+        raise SystemExit(f"{name}: {out} holds runs made with {recorded.read_text().strip()}; use another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    recorded.write_text(json.dumps(setting) + "\n")

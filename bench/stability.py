@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, report
+from bench.common import RESULTS, keep_one_setting, report
 from bench.learning import METHODS, TrainingRunner, method_settings
 
 logger = logging.getLogger(__name__)
@@ -363,11 +363,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def check_setting(args: argparse.Namespace) -> None:
     """`--out` holds runs of one setting (config, overrides, steps, lrs): refuse another."""
     setting = {"config": args.config, "overrides": args.overrides, "steps": args.steps, "lr": args.lr}
-    recorded = args.out / "setting.json"
-    if recorded.is_file() and json.loads(recorded.read_text()) != setting:
-        sys.exit(f"bench.stability: {args.out} holds runs made with {recorded.read_text().strip()}; use another --out")
-    args.out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps(setting) + "\n")
+    keep_one_setting("bench.stability", args.out, setting)
 
 
 def main(argv: list[str] | None = None) -> int:

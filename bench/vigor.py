@@ -43,7 +43,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, report
+from bench.common import RESULTS, keep_one_setting, report
 from bench.learning import COMMON, TrainingRunner, thirds
 from bench.stability import finished, read_records
 
@@ -360,11 +360,7 @@ def check_setting(args: argparse.Namespace) -> None:
     More seeds later are fine: the finished ones are kept."""
     setting = {"config": args.config, "overrides": args.overrides, "steps": args.steps,
                "group_size": args.group_size, "prompts": args.prompts}  # fmt: skip
-    recorded = args.out / "setting.json"
-    if recorded.is_file() and json.loads(recorded.read_text()) != setting:
-        sys.exit(f"bench.vigor: {args.out} holds runs made with {recorded.read_text().strip()}; use another --out")
-    args.out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps(setting) + "\n")
+    keep_one_setting("bench.vigor", args.out, setting)
 
 
 def main(argv: list[str] | None = None) -> int:
