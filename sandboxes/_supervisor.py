@@ -103,6 +103,7 @@ RECORD_FIELDS = 5
 WATCH_EVERY_S = 0.02
 WATCH_BUSY_S = 0.002
 KILL_SWEEP_S = 3.0
+VERIFY_TIMEOUT_S = 10.0
 # Less than this free in /tmp or the workdir after a command means the sandbox's storage
 # is full: the command gets cause "disk".
 MIN_FREE_BYTES = 128 * 1024
@@ -126,6 +127,7 @@ class Shell:
         self.pid, self.ctl_in, self.ctl_out, self.out = pid, ctl_in, ctl_out, out
         self.status = None  # waitpid status once it has exited
         self.seq = 0
+        self.verified = True  # False once a fresh command ran: it may have killed this shell
 
     def close(self):
         for fd in (self.ctl_in, self.ctl_out, self.out):
@@ -297,6 +299,8 @@ class Supervisor:
         os.execve(args[0], args, env)
 
     def ensure_shell(self):
+        if self.shell is not None and self.shell.status is None and not self.shell.verified:
+            self.verify_shell()
         if self.shell is not None and self.shell.status is None:
             self.reap()
         if self.shell is not None and self.shell.status is not None:
@@ -304,6 +308,19 @@ class Supervisor:
             self.shell = None
         if self.shell is None:
             self.spawn()
+
+    def verify_shell(self):
+        """Make sure the persistent shell is alive before a command is given to it.
+
+        A fresh command runs beside the shell and may kill it (`kill -9 -1` from a fresh bash
+        reaches every process but itself). SIGKILL takes effect when the victim next runs,
+        which on a loaded machine can be after the fresh command has been reported: the shell
+        is not yet a zombie, so nothing shows it is doomed, and the next command would be
+        handed to it and come back as the shell's death (exit 137, no output) without having
+        run. One no-op round trip settles it: the shell answers, or its death is collected
+        and the caller starts a new generation from the last recorded state."""
+        self.shell.verified = True
+        self.run(":", VERIFY_TIMEOUT_S)
 
     def reap(self, job=None):
         """Collect every exited child (the supervisor is pid 1: orphans come here)."""
@@ -428,6 +445,8 @@ class Supervisor:
                     os.kill(pid, signal.SIGKILL)
                 job.status = _waitpid(pid)
             os.close(out_r)
+            if self.shell is not None:
+                self.shell.verified = False
         if timed_out or cause == "pids":
             exit_code = 128 + signal.SIGKILL
         else:
