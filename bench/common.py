@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
@@ -44,3 +46,28 @@ def keep_one_setting(name: str, out: Path, setting: dict) -> None:
         raise SystemExit(f"{name}: {out} holds runs made with {recorded.read_text().strip()}; use another --out")
     out.mkdir(parents=True, exist_ok=True)
     recorded.write_text(json.dumps(setting) + "\n")
+
+
+def on_ray(prog: str, workers: int, work: Callable[[], object], kept: Callable[[BaseException], str]) -> object:
+    """`work()` on a local Ray started for `workers` actors (shut down after), Ctrl-C and
+    SIGTERM handled: returns what `work` returned, or exits with the interrupt's status after
+    the one line saying what `kept(exc)` kept; a config or task error is one line naming `prog`."""
+    import ray
+
+    from sandboxes.console import interrupted, interrupts
+    from tasks import TaskError
+    from trainer.config import ConfigError
+    from trainer.orchestrator.loop import start_ray
+
+    with interrupts():
+        started = False
+        try:
+            started = start_ray(workers=workers)
+            return work()
+        except KeyboardInterrupt as exc:
+            sys.exit(interrupted(exc, kept(exc)))
+        except (ConfigError, TaskError) as exc:
+            sys.exit(f"{prog}: {exc}")
+        finally:
+            if started:
+                ray.shutdown()

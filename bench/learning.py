@@ -33,14 +33,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import statistics
+import time
 from collections.abc import Callable, Iterable
 from itertools import dropwhile
 from pathlib import Path
 
 from bench.common import RESULTS
 from trainer.algorithms.registry import get_algorithm
+
+logger = logging.getLogger(__name__)
 
 METHODS: dict[str, list[str]] = {
     "sao": ["algorithm.name=sao"],  # critic baseline, length-adaptive GAE, double-sided mask
@@ -266,6 +270,31 @@ class TrainingRunner:
             self._train(name, [f"run.seed={seed}", "run.steps=0", "evaluation.episodes=0",
                                "warm_start.critic_pretrain_steps=0"])  # fmt: skip
         return checkpoint / "policy"
+
+    def arm(self, name: str, seed: int, steps: int, settings: list[str], policy: Path) -> Path:
+        """Run `name` (`settings` on top of the overrides) for `steps` RL steps from `policy`
+        (the seed's `warm_start`), in `runs/<name>-s<seed>`: kept when finished, resumed from
+        its newest checkpoint when not (benches that compare arms: `bench.vigor`, `bench.online`)."""
+        from bench.stability import finished
+        from trainer.config import load_config
+        from trainer.orchestrator.loop import latest_checkpoint
+        from trainer.train import train
+
+        folder = self.runs / f"{name}-s{seed}"
+        if finished(folder, steps):
+            logger.info("%s seed %d: kept from %s", name, seed, folder)
+            return folder
+        if latest_checkpoint(folder) is None:  # a fresh start appends: drop an earlier attempt's lines
+            (folder / "metrics.jsonl").unlink(missing_ok=True)
+        config = load_config(
+            self.config,
+            [*self.overrides, f"run.output_dir={folder.parent}", f"run.name={folder.name}", f"run.seed={seed}",
+             f"run.steps={steps}", "run.resume=auto", f"model.name={policy}", "warm_start.steps=0", *settings],
+        )  # fmt: skip
+        started = time.monotonic()
+        train(config)
+        logger.info("%s seed %d: %d steps in %.0f s (%s)", name, seed, steps, time.monotonic() - started, folder)
+        return folder
 
     def __call__(self, method: str, lr: float, seed: int) -> dict:
         policy = self.warm_start(seed)

@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, keep_one_setting, report
+from bench.common import RESULTS, keep_one_setting, on_ray, report
 from bench.learning import METHODS, TrainingRunner, method_settings
 
 logger = logging.getLogger(__name__)
@@ -367,32 +367,19 @@ def check_setting(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sandboxes.console import interrupted, interrupts, setup_logging
+    from sandboxes.console import setup_logging
 
     setup_logging()
     args = parse(argv)
-    import ray
-
     from trainer.config import ConfigError, load_config
-    from trainer.orchestrator.loop import start_ray
 
     try:
         base = load_config(args.config, [*QUIET, *args.overrides])
     except ConfigError as exc:
         sys.exit(f"bench.stability: {exc}")
     check_setting(args)
-    with interrupts():
-        started = False
-        try:
-            started = start_ray(workers=base.orchestrator.rollout_workers + base.placement.learner_ranks)
-            runs = bench(args)
-        except KeyboardInterrupt as exc:
-            return interrupted(exc, kept(args, getattr(exc, "kept", "")))
-        except ConfigError as exc:
-            sys.exit(f"bench.stability: {exc}")
-        finally:
-            if started:
-                ray.shutdown()
+    workers = base.orchestrator.rollout_workers + base.placement.learner_ranks
+    runs = on_ray("bench.stability", workers, lambda: bench(args), lambda exc: kept(args, getattr(exc, "kept", "")))
     report("stability", write_results(runs, args, base.orchestrator.episodes_per_step), args.json)
     return 0
 

@@ -43,7 +43,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, keep_one_setting, report
+from bench.common import RESULTS, keep_one_setting, on_ray, report
 from bench.learning import COMMON, TrainingRunner, thirds
 from bench.stability import finished, read_records
 
@@ -255,12 +255,8 @@ def read_summary(folder: Path) -> dict:
 
 def bench(args: argparse.Namespace) -> dict[str, dict[int, Path]]:
     """Per seed the warm start (`TrainingRunner.warm_start`, trained once), then each arm from
-    it: kept when finished, resumed from its newest checkpoint when not. Returns arm -> seed ->
-    the run's folder."""
-    from trainer.config import load_config
-    from trainer.orchestrator.loop import latest_checkpoint
-    from trainer.train import train
-
+    it (`TrainingRunner.arm`: kept when finished, resumed from its newest checkpoint when not).
+    Returns arm -> seed -> the run's folder."""
     overrides = [*QUIET, *args.overrides]
     runner = TrainingRunner(args.config, overrides, args.out, args.steps)
     steps = runner.base.run.steps
@@ -270,21 +266,7 @@ def bench(args: argparse.Namespace) -> dict[str, dict[int, Path]]:
         policy = runner.warm_start(seed)
         logger.info("seed %d: warm start %s (%.0f s)", seed, policy.parent.parent.parent, time.monotonic() - started)
         for arm in ARMS:
-            folder = run_dir(args.out, arm, seed)
-            if finished(folder, steps):
-                logger.info("%s seed %d: kept from %s", arm, seed, folder)
-            else:
-                if latest_checkpoint(folder) is None:  # a fresh start appends: drop an earlier attempt's lines
-                    (folder / "metrics.jsonl").unlink(missing_ok=True)
-                config = load_config(
-                    args.config,
-                    [*overrides, f"run.output_dir={folder.parent}", f"run.name={folder.name}", f"run.seed={seed}",
-                     f"run.steps={steps}", "run.resume=auto", f"model.name={policy}", "warm_start.steps=0",
-                     *arm_settings(arm, args.group_size, args.prompts)],
-                )  # fmt: skip
-                started = time.monotonic()
-                train(config)
-                logger.info("%s seed %d: %d steps in %.0f s (%s)", arm, seed, steps, time.monotonic() - started, folder)
+            folder = runner.arm(arm, seed, steps, arm_settings(arm, args.group_size, args.prompts), policy)
             folders[arm][seed] = folder
             figures = run_figures(read_records(folder), read_summary(folder), args.window)
             logger.info("%s seed %d: informative fraction %s, training success %s -> %s, eval %s -> %s", arm, seed,
@@ -364,14 +346,11 @@ def check_setting(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sandboxes.console import interrupted, interrupts, setup_logging
+    from sandboxes.console import setup_logging
 
     setup_logging()
     args = parse(argv)
-    import ray
-
     from trainer.config import ConfigError, load_config
-    from trainer.orchestrator.loop import start_ray
 
     try:
         base = load_config(
@@ -380,18 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         sys.exit(f"bench.vigor: {exc}")
     check_setting(args)
-    with interrupts():
-        started = False
-        try:
-            started = start_ray(workers=base.orchestrator.rollout_workers + base.placement.learner_ranks)
-            folders = bench(args)
-        except KeyboardInterrupt as exc:
-            return interrupted(exc, kept(args))
-        except ConfigError as exc:
-            sys.exit(f"bench.vigor: {exc}")
-        finally:
-            if started:
-                ray.shutdown()
+    workers = base.orchestrator.rollout_workers + base.placement.learner_ranks
+    folders = on_ray("bench.vigor", workers, lambda: bench(args), lambda exc: kept(args))
     report("vigor", write_results(folders, args), args.json)
     return 0
 

@@ -146,6 +146,48 @@ def test_se_rl_family_weights_are_logged_each_step_and_checkpointed(tmp_path, ra
     assert state["family_weights"]["need"] == {"config": 0.0, "numeric": 0.0}
 
 
+STREAM = """\
+source: builtin
+variants:
+  - {id: numeric-histogram-upper-edge.renamed, base: numeric-histogram-upper-edge, rename: {Histogram: Bins}}
+phases:
+  - {name: config, steps: 1, tasks: [config-env-prefix-strip]}
+  - {name: renamed, steps: 1, tasks: [numeric-histogram-upper-edge.renamed]}
+  - {name: config, steps: 1}
+"""
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_task_stream_serves_each_phases_tasks_in_both_modes(tmp_path, ray_cluster, mode):
+    """Three steps of the quick recipe on a three-phase stream (a renamed variant in the
+    middle, the first phase returning). Sync: each step's episodes are its phase's task's.
+    Async: a batch takes groups as they finish, so a step may hold the next phase's first
+    group; every phase's task is still played, and only the stream's tasks are."""
+    (tmp_path / "stream.yaml").write_text(STREAM)
+    config = load_config(
+        "configs/train_swe_quick.yaml",
+        [f"run.output_dir={tmp_path}", f"run.name=stream-{mode}", f"tasks.source=stream:{tmp_path / 'stream.yaml'}",
+         f"orchestrator.mode={mode}", "run.steps=3", "orchestrator.episodes_per_step=2", "warm_start.steps=0",
+         "warm_start.critic_pretrain_steps=0", "evaluation.episodes=0", "rollout.max_new_tokens=8"],
+    )  # fmt: skip
+    run_dir = train(config)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["phase"], r["phase_index"]) for r in records] == [(1, "config", 0), (2, "renamed", 1),
+                                                                           (3, "config", 2)]  # fmt: skip
+    played = [set(r["episodes_by_task"]) for r in records]
+    if mode == "sync":
+        assert played == [
+            {"config-env-prefix-strip"},
+            {"numeric-histogram-upper-edge.renamed"},
+            {"config-env-prefix-strip"},
+        ]
+    else:
+        assert set().union(*played) == {"config-env-prefix-strip", "numeric-histogram-upper-edge.renamed"}
+    state = json.loads((run_dir / "checkpoints" / "step_000003" / "state.json").read_text())
+    assert state["schedule"]["picker"]["picked_in"]["renamed"] == 2
+
+
 def test_group_algorithms_refuse_single_rollouts():
     from trainer.config import ConfigError
 

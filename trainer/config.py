@@ -74,7 +74,11 @@ class TasksConfig(_Section):
     source: str | list[str] = "builtin"
     """Where tasks come from: `builtin`, a folder of task YAMLs, a SWE-bench JSONL or dataset
     name, or a list of them loaded together (`[builtin, my-tasks]`). `ids` applies to all of
-    them: with another source, pass `tasks.ids=[]` or that source's own ids."""
+    them: with another source, pass `tasks.ids=[]` or that source's own ids.
+    `stream:online` (or `stream:PATH`): a task stream, SAO's online setting: phases of
+    learner steps, each picking its own tasks, some of them variants whose repository or
+    hidden tests changed (`tasks/streams.py`); `ids` does not apply, and `phase` is in the
+    metrics."""
     ids: list[str] = Field(default_factory=list)
     """Only these task ids (all when empty)."""
     repo_cache: str | None = None

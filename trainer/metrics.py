@@ -265,7 +265,8 @@ def step_record(
     *, step: int, learner: dict, batch, seconds: float, infra_errors: int, schedule_counters: dict, orchestrator
 ) -> dict:
     """One line of `metrics.jsonl`: the learner's metrics, what the batch's episodes did
-    (reward, success, turns, format errors, grading rules tripped, tokens, staleness), how
+    (reward, success, turns, format errors, grading rules tripped, tokens, staleness;
+    episodes and success per task), how
     its rollouts were spread over its prompts (`rollouts_per_prompt_mean`/`_max`,
     `nonzero_variance_fraction`, `budget_spent`: see `schedule.allocation_metrics`), and the
     orchestrator's counters (drops, waits, retries, restarts, idle fraction)."""
@@ -287,6 +288,11 @@ def step_record(
             staleness_max=max(batch.staleness),
             episode_seconds=[t.episode_seconds for t in trajectories],
         )
+        by_task: dict[str, list[bool]] = {}
+        for trajectory in trajectories:
+            by_task.setdefault(trajectory.task_id, []).append(trajectory.resolved)
+        out["episodes_by_task"] = {task: len(v) for task, v in sorted(by_task.items())}
+        out["success_by_task"] = {task: round(sum(v) / len(v), 4) for task, v in sorted(by_task.items())}
     out.update(batch.allocation)
     out.update(
         step_seconds=round(seconds, 3),

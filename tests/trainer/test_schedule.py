@@ -296,3 +296,54 @@ def test_vigor_state_round_trip_mid_batch_resumes_with_the_same_future():
 def test_vigor_settings_the_budget_cannot_cover_are_refused():
     with pytest.raises(ValueError, match="m0=3"):
         Schedule(TaskPicker(TASKS, seed=0), groups_per_batch=2, group_size=2, vigor={**VIGOR, "m0": 3})
+
+
+# -- task pickers: PAC's draw, a stream's phases -------------------------------------------------
+
+
+def test_pac_picks_the_family_its_thompson_draw_chose():
+    """Every family can be drawn (a picker that took the first family of `allocate`'s
+    counts, whatever they were, picked `f1` forever)."""
+    picker = TaskPicker(TASKS, seed=0, pac=PACController(["f1", "f2"]))
+    assert [picker.pick() for _ in range(8)] == [
+        ("b", "f1"), ("b", "f1"), ("c", "f2"), ("a", "f1"), ("c", "f2"), ("c", "f2"), ("c", "f2"), ("c", "f2"),
+    ]  # fmt: skip
+    favoured = PACController(["f1", "f2"])
+    for _ in range(20):
+        favoured.update("f2", [1.0, -1.0, 1.0, -1.0], [1.0, 0.0, 1.0, 0.0])
+        favoured.update("f1", [0.0, 0.0], [0.0, 0.0])
+    picker = TaskPicker(TASKS, seed=0, pac=favoured)
+    assert [picker.pick()[1] for _ in range(10)] == ["f2"] * 10
+
+
+PHASES = [("one", 0, 2, ["a", "b"]), ("two", 2, 1, ["c"]), ("one", 3, 2, ["a", "b"])]
+
+
+def test_a_stream_picks_only_its_phases_tasks_in_turn_and_a_returning_phase_goes_on():
+    picker = TaskPicker(TASKS, seed=0, phases=PHASES)
+    picks = [(batch, picker.pick(batch)[0]) for batch in (0, 0, 0, 1, 2, 2, 3, 4, 9)]
+    assert picks == [(0, "a"), (0, "b"), (0, "a"), (1, "b"), (2, "c"), (2, "c"), (3, "a"), (4, "b"), (9, "a")]
+    assert [picker.phase(b)[0] for b in (0, 1, 2, 3, 4, 50)] == ["one", "one", "two", "one", "one", "one"]
+    state = json.loads(json.dumps(picker.state_dict()))
+    again = TaskPicker(TASKS, seed=0, phases=PHASES)
+    again.load_state_dict(state)
+    assert [again.pick(3) for _ in range(3)] == [picker.pick(3) for _ in range(3)]
+
+
+def test_a_stream_with_pac_draws_among_the_phases_families_only():
+    picker = TaskPicker(TASKS, seed=0, pac=PACController(["f1", "f2"]), phases=PHASES)
+    assert {picker.pick(2) for _ in range(10)} == {("c", "f2")}
+    assert {picker.pick(0)[1] for _ in range(10)} == {"f1"}
+
+
+def test_a_phase_naming_a_task_that_is_not_loaded_is_refused():
+    with pytest.raises(ValueError, match=r"phase 'x' picks tasks that are not loaded: \['zz'\]"):
+        TaskPicker(TASKS, seed=0, phases=[("x", 0, 1, ["a", "zz"])])
+
+
+def test_each_batch_of_a_schedule_takes_its_phases_tasks():
+    schedule = Schedule(TaskPicker(TASKS, seed=0, phases=PHASES), groups_per_batch=2, gated=False, max_staleness=9)
+    jobs = schedule.next_jobs(version=0, free_slots=10)
+    assert [(j.batch, j.task_id) for j in jobs] == [
+        (0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "c"), (2, "c"), (3, "a"), (3, "b"), (4, "a"), (4, "b"),
+    ]  # fmt: skip

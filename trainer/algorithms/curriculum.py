@@ -118,13 +118,17 @@ class PACController:
         mean = (self.prior_strength * self.prior_mean + stats["score_sum"]) / precision
         return mean, self.noise_std / math.sqrt(precision)
 
-    def allocate(self, n: int, rng: random.Random) -> dict[str, int]:
-        """Rollout counts per family summing to `n` (every family listed, possibly with 0)."""
+    def allocate(self, n: int, rng: random.Random, families: Sequence[str] | None = None) -> dict[str, int]:
+        """Rollout counts per family summing to `n` (every family listed, possibly with 0);
+        `families`: only among these (a task stream's phase), default all."""
         if n < 0:
             raise ValueError(f"cannot allocate {n} rollouts")
+        among = list(self.stats) if families is None else list(dict.fromkeys(families))
+        for family in among:
+            self._family(family)  # an unknown one is an error, not a silent zero
         floor = math.floor(self.min_share * n)
-        counts = dict.fromkeys(self.stats, floor)
-        posteriors = [(f, *self.posterior(f)) for f in self.stats]
+        counts = dict.fromkeys(among, floor)
+        posteriors = [(f, *self.posterior(f)) for f in among]
         for _ in range(n - floor * len(counts)):
             best = max(posteriors, key=lambda p: rng.gauss(p[1], p[2]))
             counts[best[0]] += 1

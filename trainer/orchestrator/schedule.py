@@ -134,23 +134,50 @@ class _VigorBatch:
 
 class TaskPicker:
     """Round robin over the tasks, or PAC's Thompson sampling over families (`pac`).
-    `pick()` returns a task id; its state (RNG and PAC posterior) is JSON-able."""
+    `pick(batch)` returns (task id, family) for a group of 0-based batch `batch`; its state
+    (RNG, counts and PAC posterior) is JSON-able.
 
-    def __init__(self, tasks: list[tuple[str, str]], *, seed: int, pac=None) -> None:
+    `phases` (a task stream, `tasks.streams`): (name, first batch, steps, task ids) in
+    order; a batch's tasks are then its phase's only (the last phase's past the end), in
+    turn within each phase, or PAC among the phase's families."""
+
+    def __init__(self, tasks: list[tuple[str, str]], *, seed: int, pac=None, phases: list[tuple] | None = None) -> None:
         self.tasks = tasks  # (task id, family)
+        self.family_of = dict(tasks)
         self.by_family: dict[str, list[str]] = {}
         for task_id, family in tasks:
             self.by_family.setdefault(family, []).append(task_id)
+        self.phases = [(name, first, steps, list(ids)) for name, first, steps, ids in phases or ()]
+        for name, _, _, ids in self.phases:
+            if unknown := [task_id for task_id in ids if task_id not in self.family_of]:
+                raise ValueError(f"phase {name!r} picks tasks that are not loaded: {unknown}")
         self.pac = pac
         self.rng = random.Random(seed)
         self.picked = 0
+        self.picked_in: dict[str, int] = {}
+        """Picks per phase name (round robin within a phase that returns goes on where it stopped)."""
 
-    def pick(self) -> tuple[str, str]:
-        if self.pac is None:
-            choice = self.tasks[self.picked % len(self.tasks)]
+    def phase(self, batch: int) -> tuple[str, int, int, list[str]] | None:
+        """The phase (name, first batch, steps, task ids) of 0-based `batch`, or None without phases."""
+        for phase in self.phases:
+            if batch < phase[1] + phase[2]:
+                return phase
+        return self.phases[-1] if self.phases else None
+
+    def pick(self, batch: int = 0) -> tuple[str, str]:
+        phase = self.phase(batch)
+        if phase is None:
+            candidates, count = self.tasks, self.picked
         else:
-            family = next(iter(self.pac.allocate(1, self.rng)))
-            members = self.by_family[family]
+            candidates = [(task_id, self.family_of[task_id]) for task_id in phase[3]]
+            count = self.picked_in.get(phase[0], 0)
+            self.picked_in[phase[0]] = count + 1
+        if self.pac is None:
+            choice = candidates[count % len(candidates)]
+        else:
+            families = None if phase is None else sorted({family for _, family in candidates})
+            family = next(f for f, n in self.pac.allocate(1, self.rng, families).items() if n)
+            members = [task_id for task_id, f in candidates if f == family]
             choice = (members[self.rng.randrange(len(members))], family)
         self.picked += 1
         return choice
@@ -169,12 +196,14 @@ class TaskPicker:
         version, internal, gauss = self.rng.getstate()
         return {
             "picked": self.picked,
+            "picked_in": dict(self.picked_in),
             "rng": [version, list(internal), gauss],
             **({"pac": self.pac.state_dict()} if self.pac is not None else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.picked = state["picked"]
+        self.picked_in = dict(state.get("picked_in", {}))
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
         if self.pac is not None and "pac" in state:
@@ -280,13 +309,13 @@ class Schedule:
     def _create_group(self, batch: int, version: int | None) -> None:
         group = self.next_group
         self.next_group += 1
-        self._add_jobs(group, self.picker.pick(), batch, version, self.group_size)
+        self._add_jobs(group, self.picker.pick(batch), batch, version, self.group_size)
 
     def _create_vigor_batch(self, batch: int, version: int | None) -> None:
         """All `groups_per_batch` groups of `batch`, each with VIGOR's first round."""
         groups = list(range(self.next_group, self.next_group + self.groups_per_batch))
         self.next_group += self.groups_per_batch
-        tasks = {group: self.picker.pick() for group in groups}
+        tasks = {group: self.picker.pick(batch) for group in groups}
         allocator = VigorAllocator(self.batch_trajectories, **self.vigor)
         self.vigor_batches[batch] = _VigorBatch(allocator, groups, tasks, version)
         for group, count in allocator.first_round(groups).items():

@@ -344,6 +344,9 @@ class AsyncRLRecipe:
         )
         if self.pac is not None:
             out["curriculum"] = {f: round(self.pac.posterior(f)[0], 4) for f in self.pac.families}
+        if (phase := self.schedule.picker.phase(out["step"] - 1)) is not None:  # a task stream
+            out["phase"] = phase[0]
+            out["phase_index"] = self.schedule.picker.phases.index(phase)
         self._last = {"time": now, "infra": infra}
         self.metrics.write(out)
         self.samples.write(out["step"], batch.trajectories, self._decode)  # `python -m evals.view RUN`

@@ -22,8 +22,15 @@ def load_tasks(config: TrainConfig) -> list[Task]:
     each one left out is named with the reason."""
     from agent_env import needs_environment, prepare_environments
     from tasks import load_task_set
+    from tasks.streams import load_stream, stream_path
 
-    tasks = load_task_set(config.tasks.source, config.tasks.ids or None, repo_cache=config.tasks.repo_cache)
+    if (stream := stream_path(config.tasks.source)) is not None:
+        if config.tasks.ids:
+            logger.info("tasks.ids (%d ids) does not apply to the task stream %s: its phases choose the tasks",
+                        len(config.tasks.ids), stream)  # fmt: skip
+        tasks = list(load_stream(stream, repo_cache=config.tasks.repo_cache).tasks)
+    else:
+        tasks = load_task_set(config.tasks.source, config.tasks.ids or None, repo_cache=config.tasks.repo_cache)
     if any(needs_environment(t) for t in tasks):  # SWE-bench rows from a repo cache: pip-built envs
         tasks = prepare_environments(tasks, config.tasks.sandbox_backend)
     usable = [t for t in tasks if t.workspace is not None and not t.unavailable]
@@ -36,6 +43,16 @@ def load_tasks(config: TrainConfig) -> list[Task]:
     return usable
 
 
+def stream_phases(config: TrainConfig) -> list[tuple[str, int, int, list[str]]] | None:
+    """The phases (name, first batch, steps, task ids) of the configured task stream, or None."""
+    from tasks.streams import load_stream, stream_path
+
+    if (stream := stream_path(config.tasks.source)) is None:
+        return None
+    loaded = load_stream(stream, repo_cache=config.tasks.repo_cache)
+    return [(p.name, p.first_step, p.steps, list(p.task_ids)) for p in loaded.phases]
+
+
 def build_schedule(config: TrainConfig, tasks: list[Task]):
     """(schedule, PAC controller or None) for the configured orchestrator and curriculum."""
     from trainer.algorithms import PACController
@@ -43,7 +60,7 @@ def build_schedule(config: TrainConfig, tasks: list[Task]):
 
     orchestration = config.orchestrator
     pac = PACController(sorted({t.family for t in tasks})) if config.tasks.curriculum == "pac" else None
-    picker = TaskPicker([(t.id, t.family) for t in tasks], seed=config.run.seed, pac=pac)
+    picker = TaskPicker([(t.id, t.family) for t in tasks], seed=config.run.seed, pac=pac, phases=stream_phases(config))
     schedule = Schedule(
         picker,
         groups_per_batch=orchestration.episodes_per_step,

@@ -1,0 +1,308 @@
+"""SAO against GRPO in SAO's online setting: a task stream whose distribution shifts (issue #20).
+
+    python -m bench.online [--seeds 3] [--stream online] [--group-size 4] [--out DIR]
+                           [--json PATH] [--config configs/train_swe.yaml] [key=value ...]
+
+Both methods train on the task stream (`tasks.source=stream:NAME`, `tasks/streams/online.yaml`
+by default: two families, the two others, phase 1's tasks with their repositories renamed,
+stricter hidden tests, phase 1 again) for as many learner steps as the stream has, with the
+config's settings otherwise (asynchronous by default):
+
+- **sao**: one rollout per prompt, `orchestrator.episodes_per_step` prompts per step, its critic;
+- **grpo**: groups of `--group-size` G rollouts, episodes_per_step / G prompts per step.
+
+So the same rollouts per step for the same steps: an equal rollout budget. Each seed has one
+supervised warm start on every task of the stream (`bench.learning.TrainingRunner`), shared
+by both methods. The tiny CPU model cannot discover a renamed API or a stricter fix by
+exploration alone, so the warm start shows it each phase's gold once; what the bench
+measures is how RL moves success as the phases shift.
+
+Per run, from `metrics.jsonl` (each step's `phase`, success and episodes):
+
+- success per phase occurrence: the episode-weighted training success over its steps;
+- **recovery** after each shift: the steps from the start of a phase until the trailing
+  `--window`-step success reaches 90% of the previous phase's success at its end (its last
+  `--window` steps); None when it never does within the phase;
+- **forgetting** when a phase returns: its success at the end of its earlier occurrence minus
+  its success over the first `--window` steps of the return (positive: forgotten).
+
+Reported as mean ± std over seeds per method and phase (`markdown`), with `online.png` (success
+per step, phases shaded). Resumes: the same command with the same `--out` keeps the warm
+starts and finished runs, and continues an unfinished run from its newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bench.common import RESULTS, keep_one_setting, on_ray, report
+from bench.learning import COMMON, TrainingRunner
+from bench.stability import moving_average, read_records
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("sao", "grpo")
+GROUP_SIZE = 4
+WINDOW = 3
+"""Steps in the windows of recovery and forgetting."""
+RECOVERED = 0.9
+"""Recovery: the trailing success reaches this fraction of the previous phase's end."""
+QUIET = ["run.checkpoint_every=8", "run.samples_every=8"]
+
+
+def method_settings(method: str, episodes: int, group_size: int) -> list[str]:
+    """SAO: `episodes` prompts of one rollout; GRPO: `episodes // group_size` groups."""
+    if method == "sao":
+        return ["algorithm.name=sao", "algorithm.group_size=1", f"orchestrator.episodes_per_step={episodes}", *COMMON]
+    return ["algorithm.name=grpo", f"algorithm.group_size={group_size}",
+            f"orchestrator.episodes_per_step={episodes // group_size}", *COMMON]  # fmt: skip
+
+
+def occurrences(records: list[dict]) -> list[dict]:
+    """The phases a run went through, in order: name, index, steps and per-step
+    (success, episodes), from the step records' `phase_index` (records without it are skipped)."""
+    found: dict[int, dict] = {}
+    for record in sorted((r for r in records if "phase_index" in r), key=lambda r: r["step"]):
+        entry = found.setdefault(record["phase_index"], {"name": record["phase"], "index": record["phase_index"],
+                                                         "points": []})  # fmt: skip
+        if record.get("episodes"):
+            entry["points"].append((float(record.get("success_rate", 0.0)), int(record["episodes"])))
+    return [found[i] for i in sorted(found)]
+
+
+def weighted(points: list[tuple[float, int]]) -> float | None:
+    episodes = sum(n for _, n in points)
+    return round(sum(s * n for s, n in points) / episodes, 6) if episodes else None
+
+
+def recovery_steps(points: list[tuple[float, int]], target: float, window: int = WINDOW) -> int | None:
+    """Steps (1-based) until the trailing `window`-step success reaches `target`, or None."""
+    for end in range(1, len(points) + 1):
+        trailing = weighted(points[max(0, end - window) : end])
+        if trailing is not None and trailing >= target - 1e-12:
+            return end
+    return None
+
+
+def run_figures(records: list[dict], window: int = WINDOW) -> list[dict]:
+    """Per phase occurrence of one run: name, success, its end (last `window` steps),
+    recovery after the shift into it, and forgetting (a phase that returns)."""
+    phases = occurrences(records)
+    out, ends = [], {}
+    for position, phase in enumerate(phases):
+        points = phase["points"]
+        end = weighted(points[-window:])
+        row = {"phase": f"{phase['index'] + 1}. {phase['name']}", "name": phase["name"], "steps": len(points),
+               "success": weighted(points), "end": end, "recovery": None, "forgetting": None}  # fmt: skip
+        if position > 0 and phases[position - 1]["points"]:
+            before = weighted(phases[position - 1]["points"][-window:])
+            row["recovery"] = recovery_steps(points, RECOVERED * before, window)
+        if phase["name"] in ends and points:
+            row["forgetting"] = round(ends[phase["name"]] - weighted(points[:window]), 6)
+        if end is not None:
+            ends[phase["name"]] = end
+        out.append(row)
+    return out
+
+
+def _spread(values: list) -> tuple[float | None, float | None]:
+    found = [v for v in values if v is not None]
+    return (round(statistics.fmean(found), 4), round(statistics.pstdev(found), 4)) if found else (None, None)
+
+
+def method_rows(method: str, runs: dict[int, list[dict]]) -> list[dict]:
+    """One row per phase occurrence: mean and population std over seeds of each figure, and
+    how many seeds did not recover."""
+    rows = []
+    for position in range(min((len(r) for r in runs.values()), default=0)):
+        cells = [r[position] for r in runs.values()]
+        row = {"method": method, "phase": cells[0]["phase"], "seeds": len(cells)}
+        for key in ("success", "end", "recovery", "forgetting"):
+            row[f"{key}_mean"], row[f"{key}_std"] = _spread([c[key] for c in cells])
+        row["not_recovered"] = sum(c["recovery"] is None for c in cells) if position else 0
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict], window: int = WINDOW) -> str:
+    def cell(row: dict, key: str, fmt: str = ".3f") -> str:
+        mean, std = row[f"{key}_mean"], row[f"{key}_std"]
+        return "—" if mean is None else f"{mean:{fmt}} ± {std:{fmt}}"
+
+    lines = [
+        f"| method | phase | training success | success at its end (last {window} steps) "
+        f"| steps to recover 90% | forgetting on return |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        recovery = cell(r, "recovery", ".1f")
+        if r["not_recovered"]:
+            recovery += f" ({r['not_recovered']}/{r['seeds']} never)"
+        lines.append(f"| {r['method']} | {r['phase']} | {cell(r, 'success')} | {cell(r, 'end')} | "
+                     f"{recovery if r['phase'][0] != '1' else '—'} | {cell(r, 'forgetting')} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def plot(records: dict[str, dict[int, list[dict]]], path: Path, window: int = WINDOW) -> Path:
+    """`online.png`: training success per step (trailing `window`-step mean), one line per
+    method (mean over seeds, seeds faint), the phases shaded and named."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4))
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    spans: list[tuple[int, int, str]] = []
+    for index, (method, seeds) in enumerate(records.items()):
+        colour = colours[index % len(colours)]
+        series = []
+        for seed_records in seeds.values():
+            steps = sorted((r for r in seed_records if r.get("episodes")), key=lambda r: r["step"])
+            xs = [r["step"] for r in steps]
+            ys = moving_average([float(r.get("success_rate", 0.0)) for r in steps], window)
+            ax.plot(xs, ys, color=colour, alpha=0.25, linewidth=1)
+            series.append((xs, ys))
+            if not spans:
+                for r in steps:
+                    if spans and spans[-1][2] == f"{r['phase_index'] + 1}. {r['phase']}":
+                        spans[-1] = (spans[-1][0], r["step"], spans[-1][2])
+                    else:
+                        spans.append((r["step"], r["step"], f"{r['phase_index'] + 1}. {r['phase']}"))
+        if series:
+            length = min(len(xs) for xs, _ in series)
+            mean = [statistics.fmean(ys[i] for _, ys in series) for i in range(length)]
+            ax.plot(series[0][0][:length], mean, color=colour, linewidth=2, label=f"{method} (mean of {len(series)})")
+    for number, (first, last, name) in enumerate(spans):
+        if number % 2:
+            ax.axvspan(first - 0.5, last + 0.5, color="grey", alpha=0.12)
+        ax.text(
+            (first + last) / 2, 1.02, name, ha="center", va="bottom", fontsize=7, transform=ax.get_xaxis_transform()
+        )
+    ax.set_xlabel("learner step")
+    ax.set_ylabel(f"training success ({window}-step mean)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    if ax.has_data():
+        ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+def bench(args: argparse.Namespace) -> dict[str, dict[int, Path]]:
+    """Per seed the warm start (shared), then each method from it (`TrainingRunner.arm`: kept
+    when finished, resumed from its newest checkpoint when not). Returns method -> seed -> run folder."""
+    from tasks.streams import load_stream
+
+    steps = args.steps or load_stream(args.stream).steps
+    overrides = [*QUIET, f"tasks.source=stream:{args.stream}", "tasks.ids=[]", *args.overrides]
+    runner = TrainingRunner(args.config, overrides, args.out, steps)
+    episodes = runner.base.orchestrator.episodes_per_step
+    folders: dict[str, dict[int, Path]] = {method: {} for method in METHODS}
+    for seed in range(args.seeds):
+        started = time.monotonic()
+        policy = runner.warm_start(seed)
+        logger.info("seed %d: warm start %s (%.0f s)", seed, policy.parent.parent.parent, time.monotonic() - started)
+        for method in METHODS:
+            folders[method][seed] = runner.arm(
+                method, seed, steps, method_settings(method, episodes, args.group_size), policy
+            )
+    return folders
+
+
+def write_results(folders: dict[str, dict[int, Path]], args: argparse.Namespace) -> dict:
+    """`phases.json` and `online.png` in `--out`, the table printed; the figures for `--json`."""
+    records = {m: {s: read_records(f) for s, f in seeds.items()} for m, seeds in folders.items()}
+    runs = {m: {s: run_figures(r, args.window) for s, r in seeds.items()} for m, seeds in records.items()}
+    (args.out / "phases.json").write_text(json.dumps({"window": args.window, "runs": runs}, indent=1) + "\n")
+    chart = plot(records, args.out / "online.png", args.window)
+    rows = [row for method, seeds in runs.items() for row in method_rows(method, seeds)]
+    print(markdown(rows, args.window))
+    logger.info("phases: %s  plot: %s", args.out / "phases.json", chart)
+    figures: dict = {"seeds": args.seeds, "stream": args.stream, "group_size": args.group_size}
+    for row in rows:  # e.g. sao_p3_recovery_mean: SAO, the third phase, steps to recover
+        prefix = f"{row['method']}_p{row['phase'].split('.', 1)[0]}"
+        for key in ("success", "end", "recovery", "forgetting"):
+            figures[f"{prefix}_{key}_mean"] = row[f"{key}_mean"]
+            figures[f"{prefix}_{key}_std"] = row[f"{key}_std"]
+        figures[f"{prefix}_not_recovered"] = row["not_recovered"]
+    return figures
+
+
+def kept(args: argparse.Namespace) -> str:
+    runs = sorted(p.name for p in (args.out / "runs").glob("*-s*")) if (args.out / "runs").is_dir() else []
+    return (f"runs so far ({', '.join(runs) or 'none'}; unfinished ones resume from their newest checkpoint) "
+            f"kept in {args.out}; run the same command again to continue")  # fmt: skip
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.online",
+        description="SAO (one rollout per prompt, critic) against GRPO (groups of G) on a task stream whose "
+        "distribution shifts (tasks/streams/online.yaml: families rotate, a repository renames its API, "
+        "hidden tests get stricter, an early phase returns), at an equal rollout budget, over seeds, each "
+        "seed from one shared warm start. Reports per method and phase, as mean ± std over seeds: training "
+        "success, success at the phase's end, steps to recover 90%% of the previous phase's success after "
+        "each shift, and forgetting when a phase returns; writes online.png. Long: with the defaults "
+        "(configs/train_swe.yaml, 40 steps, 3 seeds) 3 warm starts and 6 runs of about 6-8 minutes, about "
+        "an hour on 2 cores. A rerun with the same --out resumes.",
+        epilog="example: python -m bench.online --seeds 3 --out runs/bench-online   |   smoke: python -m "
+        "bench.online --config configs/train_swe_quick.yaml --steps 2 --seeds 1 --out /tmp/online-smoke "
+        "warm_start.steps=2 evaluation.episodes=0",
+    )
+    parser.add_argument("--stream", default="online", help="the task stream (a name or a YAML path; default online)")
+    parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the stream's phases)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, one warm start each (default 3)")
+    parser.add_argument("--group-size", type=int, default=GROUP_SIZE, help=f"GRPO's G (default {GROUP_SIZE})")
+    parser.add_argument(
+        "--window", type=int, default=WINDOW, help=f"steps in the end/forgetting windows (default {WINDOW})"
+    )
+    parser.add_argument("--config", default="configs/train_swe.yaml", help="the training recipe every run starts from")
+    parser.add_argument("--out", type=Path, default=Path("runs/bench-online"), help="runs, phases.json and online.png")
+    parser.add_argument("--json", type=Path, default=RESULTS / "online.json", help="where to write the figures")
+    parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.window < 1 or (args.steps is not None and args.steps < 1):
+        parser.error("--seeds, --window and --steps must be at least 1")
+    if args.group_size < 2:
+        parser.error("--group-size must be at least 2 (GRPO learns from differences within a group)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from sandboxes.console import setup_logging
+
+    setup_logging()
+    args = parse(argv)
+    from trainer.config import ConfigError, load_config
+
+    try:
+        base = load_config(args.config, [*QUIET, *args.overrides])
+    except ConfigError as exc:
+        sys.exit(f"bench.online: {exc}")
+    if base.orchestrator.episodes_per_step % args.group_size:
+        sys.exit(f"bench.online: orchestrator.episodes_per_step ({base.orchestrator.episodes_per_step}) must be a "
+                 f"multiple of --group-size ({args.group_size}) for an equal rollout budget")  # fmt: skip
+    setting = {"config": args.config, "overrides": args.overrides, "steps": args.steps, "stream": args.stream,
+               "group_size": args.group_size}  # fmt: skip
+    keep_one_setting("bench.online", args.out, setting)
+    workers = base.orchestrator.rollout_workers + base.placement.learner_ranks
+    folders = on_ray("bench.online", workers, lambda: bench(args), lambda exc: kept(args))
+    report("online", write_results(folders, args), args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
