@@ -53,7 +53,8 @@ WINDOW = 3
 """Steps in the windows of recovery and forgetting."""
 RECOVERED = 0.9
 """Recovery: the trailing success reaches this fraction of the previous phase's end."""
-QUIET = ["run.checkpoint_every=8", "run.samples_every=8"]
+QUIET = ["run.checkpoint_every=8", "run.samples_every=8", "evaluation.episodes=0"]
+"""Every run: checkpoints and samples at phase ends; no evaluation (the figures are per step)."""
 
 
 def method_settings(method: str, episodes: int, group_size: int) -> list[str]:
