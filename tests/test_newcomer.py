@@ -287,6 +287,13 @@ def test_a_bad_config_file_or_override_is_one_line(tmp_path):
     assert line == f"trainer.train: {bad}: field 'learner.lr': Input should be greater than 0"
 
 
+def test_an_unknown_task_stream_is_one_line():
+    line = _one_line_error(_run("-m", "trainer.train", "configs/train_swe.yaml", "tasks.source=stream:nowhere"))
+    assert line == (
+        "trainer.train: task stream nowhere: no such file, and no built-in stream of that name (built in: online)"
+    )
+
+
 def _own_tasks(root: Path) -> Path:
     """A folder with one task of the user's own (a copy of a built-in one, renamed)."""
     folder = root / "my-tasks"
