@@ -44,6 +44,7 @@ from pathlib import Path
 from bench.common import RESULTS, keep_one_setting, on_ray, report
 from bench.learning import COMMON, TrainingRunner
 from bench.stability import moving_average, read_records
+from trainer.metrics import phase_spans, shade_phases
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +161,6 @@ def plot(records: dict[str, dict[int, list[dict]]], path: Path, window: int = WI
 
     fig, ax = plt.subplots(figsize=(10, 4))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    spans: list[tuple[int, int, str]] = []
     for index, (method, seeds) in enumerate(records.items()):
         colour = colours[index % len(colours)]
         series = []
@@ -170,22 +170,12 @@ def plot(records: dict[str, dict[int, list[dict]]], path: Path, window: int = WI
             ys = moving_average([float(r.get("success_rate", 0.0)) for r in steps], window)
             ax.plot(xs, ys, color=colour, alpha=0.25, linewidth=1)
             series.append((xs, ys))
-            if not spans:
-                for r in steps:
-                    if spans and spans[-1][2] == f"{r['phase_index'] + 1}. {r['phase']}":
-                        spans[-1] = (spans[-1][0], r["step"], spans[-1][2])
-                    else:
-                        spans.append((r["step"], r["step"], f"{r['phase_index'] + 1}. {r['phase']}"))
         if series:
             length = min(len(xs) for xs, _ in series)
             mean = [statistics.fmean(ys[i] for _, ys in series) for i in range(length)]
             ax.plot(series[0][0][:length], mean, color=colour, linewidth=2, label=f"{method} (mean of {len(series)})")
-    for number, (first, last, name) in enumerate(spans):
-        if number % 2:
-            ax.axvspan(first - 0.5, last + 0.5, color="grey", alpha=0.12)
-        ax.text(
-            (first + last) / 2, 1.02, name, ha="center", va="bottom", fontsize=7, transform=ax.get_xaxis_transform()
-        )
+    first_run = next((r for seeds in records.values() for r in seeds.values() if r), [])
+    shade_phases(ax, phase_spans(first_run))  # every run of a stream has the same phases
     ax.set_xlabel("learner step")
     ax.set_ylabel(f"training success ({window}-step mean)")
     ax.set_ylim(-0.02, 1.02)

@@ -216,11 +216,13 @@ def plot(metrics_path: Path, out: Path, summary: dict | None = None) -> Path:
     evaluations = [(when, result) for when, result in evaluations if result and result.get("by_turns")]
     rows = len(panels) + bool(evaluations)
     figure, axes = plt.subplots(rows, 1, figsize=(7, 2.0 * max(rows, 1)), squeeze=False)
-    for axis, (key, title) in zip(axes[:, 0], panels, strict=False):
+    spans = phase_spans(records)
+    for index, (axis, (key, title)) in enumerate(zip(axes[:, 0], panels, strict=False)):
         points = [(r["step"], r[key]) for r in records if key in r]
         axis.plot([p[0] for p in points], [p[1] for p in points], marker=".")
-        axis.set_title(title, fontsize=9)
+        axis.set_title(title, fontsize=9, pad=14 if spans and index == 0 else 6)
         axis.grid(alpha=0.3)
+        shade_phases(axis, spans, names=index == 0)
     axes[len(panels) - 1, 0].set_xlabel("step")
     if evaluations:
         _plot_success_by_turns(axes[-1, 0], evaluations)
@@ -228,6 +230,29 @@ def plot(metrics_path: Path, out: Path, summary: dict | None = None) -> Path:
     figure.savefig(out, dpi=100)
     plt.close(figure)
     return out
+
+
+def phase_spans(records: list[dict]) -> list[tuple[int, int, str]]:
+    """(first step, last step, "N. name") of each phase a task-stream run went through, from
+    its records' `phase_index` and `phase` (none for a run without a stream)."""
+    spans: list[tuple[int, int, str]] = []
+    for record in sorted((r for r in records if "phase_index" in r), key=lambda r: r["step"]):
+        name = f"{record['phase_index'] + 1}. {record['phase']}"
+        if spans and spans[-1][2] == name:
+            spans[-1] = (spans[-1][0], record["step"], name)
+        else:
+            spans.append((record["step"], record["step"], name))
+    return spans
+
+
+def shade_phases(axis, spans: list[tuple[int, int, str]], names: bool = True) -> None:
+    """Every other phase shaded on `axis`, each named above the plot when `names`."""
+    for number, (first, last, name) in enumerate(spans):
+        if number % 2:
+            axis.axvspan(first - 0.5, last + 0.5, color="grey", alpha=0.12)
+        if names:
+            axis.text((first + last) / 2, 1.01, name, ha="center", va="bottom", fontsize=6,
+                      transform=axis.get_xaxis_transform())  # fmt: skip
 
 
 def _plot_success_by_turns(axis, evaluations: list[tuple[str, dict]]) -> None:

@@ -48,3 +48,22 @@ def test_the_plot_adds_the_success_by_turns_panel_when_the_run_evaluated(tmp_pat
     with_turns = plot(metrics, tmp_path / "turns.png", {"eval_before": success_summary(EPISODES)})
     # One more panel (2 inches at 100 dpi) for the evaluation's success by turns.
     assert matplotlib.image.imread(with_turns).shape[0] - matplotlib.image.imread(plain).shape[0] == 200
+
+
+def test_a_stream_runs_phases_become_spans_and_shade_the_plot(tmp_path):
+    from trainer.metrics import phase_spans
+
+    records = [
+        {"step": s, "phase": name, "phase_index": index, "success_rate": 0.5}
+        for s, (name, index) in enumerate([("a", 0), ("a", 0), ("b", 1), ("a", 2), ("a", 2)], start=1)
+    ]
+    assert phase_spans(records) == [(1, 2, "1. a"), (3, 3, "2. b"), (4, 5, "3. a")]
+    assert phase_spans([{"step": 1, "success_rate": 0.5}]) == []
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+    import matplotlib.image
+
+    shaded = matplotlib.image.imread(plot(metrics, tmp_path / "shaded.png"))
+    metrics.write_text("".join(json.dumps({"step": r["step"], "success_rate": 0.5}) + "\n" for r in records))
+    plain = matplotlib.image.imread(plot(metrics, tmp_path / "plain.png"))
+    assert shaded.shape == plain.shape and (shaded != plain).any()  # the shading and names are drawn
