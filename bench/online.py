@@ -1,7 +1,8 @@
 """SAO against GRPO in SAO's online setting: a task stream whose distribution shifts (issue #20).
 
-    python -m bench.online [--seeds 3] [--stream online] [--group-size 4] [--out DIR]
-                           [--json PATH] [--config configs/train_swe.yaml] [key=value ...]
+    python -m bench.online [--seeds 3] [--stream online] [--methods sao,grpo,grpo@2.5e-4]
+                           [--group-size 4] [--out DIR] [--json PATH]
+                           [--config configs/train_swe.yaml] [key=value ...]
 
 Both methods train on the task stream (`tasks.source=stream:NAME`, `tasks/streams/online.yaml`
 by default: two families, the two others, phase 1's tasks with their repositories renamed,
@@ -11,7 +12,9 @@ config's settings otherwise (asynchronous by default):
 - **sao**: one rollout per prompt, `orchestrator.episodes_per_step` prompts per step, its critic;
 - **grpo**: groups of `--group-size` G rollouts, episodes_per_step / G prompts per step.
 
-So the same rollouts per step for the same steps: an equal rollout budget. Each seed has one
+So the same rollouts per step for the same steps: an equal rollout budget. Each method runs
+at the config's `learner.lr` (tuned for SAO) unless `--methods` gives it its own
+(`grpo@2.5e-4`: another arm, `runs/grpo-lr0.00025-s<seed>`). Each seed has one
 supervised warm start on every task of the stream (`bench.learning.TrainingRunner`), shared
 by both methods. The tiny CPU model cannot discover a renamed API or a stricter fix by
 exploration alone, so the warm start shows it each phase's gold once; what the bench
@@ -58,6 +61,31 @@ QUIET = ["run.checkpoint_every=8", "run.samples_every=8", "evaluation.episodes=0
 """Every run: checkpoints and samples at phase ends; no evaluation (the figures are per step)."""
 
 
+def parse_methods(text: str) -> list[tuple[str, float | None]]:
+    """`sao,grpo,grpo@2.5e-4` -> [("sao", None), ("grpo", None), ("grpo", 0.00025)]: each
+    method, at the config's learner.lr or its own."""
+    methods = []
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        name, _, lr = item.partition("@")
+        if name not in METHODS:
+            raise ValueError(f"unknown method {name!r} (known: {', '.join(METHODS)})")
+        try:
+            value = float(lr) if lr else None
+        except ValueError:
+            raise ValueError(f"{item!r}: the learning rate after '@' is not a number") from None
+        if value is not None and value <= 0:
+            raise ValueError(f"{item!r}: the learning rate must be above 0")
+        methods.append((name, value))
+    if not methods or len(set(methods)) != len(methods):
+        raise ValueError("give each method once, e.g. sao,grpo,grpo@2.5e-4")
+    return methods
+
+
+def arm_name(method: str, lr: float | None) -> str:
+    """A run's name: the method, and its own learning rate when it has one (`grpo-lr0.00025`)."""
+    return method if lr is None else f"{method}-lr{lr:g}"
+
+
 def method_settings(method: str, episodes: int, group_size: int) -> list[str]:
     """SAO: `episodes` prompts of one rollout; GRPO: `episodes // group_size` groups."""
     if method == "sao":
@@ -75,6 +103,10 @@ def occurrences(records: list[dict]) -> list[dict]:
                                                          "points": []})  # fmt: skip
         if record.get("episodes"):
             entry["points"].append((float(record.get("success_rate", 0.0)), int(record["episodes"])))
+            tasks = entry.setdefault("tasks", {})
+            for task, episodes in record.get("episodes_by_task", {}).items():
+                solved, played = tasks.get(task, (0.0, 0))
+                tasks[task] = (solved + record["success_by_task"][task] * episodes, played + episodes)
     return [found[i] for i in sorted(found)]
 
 
@@ -101,10 +133,15 @@ def run_figures(records: list[dict], window: int = WINDOW) -> list[dict]:
         points = phase["points"]
         end = weighted(points[-window:])
         row = {"phase": f"{phase['index'] + 1}. {phase['name']}", "name": phase["name"], "steps": len(points),
-               "success": weighted(points), "end": end, "recovery": None, "forgetting": None}  # fmt: skip
+               "success": weighted(points), "end": end, "recovery": None, "forgetting": None,
+               "nothing_to_recover": False,
+               "tasks": {t: round(solved / played, 6) for t, (solved, played) in sorted(phase.get("tasks", {}).items())}}  # fmt: skip
         if position > 0 and phases[position - 1]["points"]:
             before = weighted(phases[position - 1]["points"][-window:])
-            row["recovery"] = recovery_steps(points, RECOVERED * before, window)
+            if before:
+                row["recovery"] = recovery_steps(points, RECOVERED * before, window)
+            else:  # the previous phase ended at 0: there is nothing to get back to
+                row["nothing_to_recover"] = True
         if phase["name"] in ends and points:
             row["forgetting"] = round(ends[phase["name"]] - weighted(points[:window]), 6)
         if end is not None:
@@ -127,7 +164,12 @@ def method_rows(method: str, runs: dict[int, list[dict]]) -> list[dict]:
         row = {"method": method, "phase": cells[0]["phase"], "seeds": len(cells)}
         for key in ("success", "end", "recovery", "forgetting"):
             row[f"{key}_mean"], row[f"{key}_std"] = _spread([c[key] for c in cells])
-        row["not_recovered"] = sum(c["recovery"] is None for c in cells) if position else 0
+        row["not_recovered"] = (
+            sum(c["recovery"] is None and not c["nothing_to_recover"] for c in cells) if position else 0
+        )
+        row["nothing_to_recover"] = sum(c["nothing_to_recover"] for c in cells)
+        tasks = sorted({t for c in cells for t in c["tasks"]})
+        row["tasks"] = {t: round(statistics.fmean(c["tasks"][t] for c in cells if t in c["tasks"]), 4) for t in tasks}
         rows.append(row)
     return rows
 
@@ -146,8 +188,19 @@ def markdown(rows: list[dict], window: int = WINDOW) -> str:
         recovery = cell(r, "recovery", ".1f")
         if r["not_recovered"]:
             recovery += f" ({r['not_recovered']}/{r['seeds']} never)"
+        if r["nothing_to_recover"]:
+            recovery += f" ({r['nothing_to_recover']}/{r['seeds']} from 0)"
         lines.append(f"| {r['method']} | {r['phase']} | {cell(r, 'success')} | {cell(r, 'end')} | "
                      f"{recovery if r['phase'][0] != '1' else '—'} | {cell(r, 'forgetting')} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def task_table(rows: list[dict]) -> str:
+    """Training success per task in each phase (mean over seeds): which task moved."""
+    lines = ["| method | phase | training success per task (mean over seeds) |", "|---|---|---|"]
+    for r in rows:
+        tasks = ", ".join(f"`{t}` {v:.2f}" for t, v in r["tasks"].items()) or "—"
+        lines.append(f"| {r['method']} | {r['phase']} | {tasks} |")
     return "\n".join(lines)
 
 
@@ -201,15 +254,14 @@ def bench(args: argparse.Namespace) -> dict[str, dict[int, Path]]:
     overrides = [*QUIET, f"tasks.source=stream:{args.stream}", "tasks.ids=[]", *args.overrides]
     runner = TrainingRunner(args.config, overrides, args.out, steps)
     episodes = runner.base.orchestrator.episodes_per_step
-    folders: dict[str, dict[int, Path]] = {method: {} for method in METHODS}
+    folders: dict[str, dict[int, Path]] = {arm_name(m, lr): {} for m, lr in args.methods}
     for seed in range(args.seeds):
         started = time.monotonic()
         policy = runner.warm_start(seed)
         logger.info("seed %d: warm start %s (%.0f s)", seed, policy.parent.parent.parent, time.monotonic() - started)
-        for method in METHODS:
-            folders[method][seed] = runner.arm(
-                method, seed, steps, method_settings(method, episodes, args.group_size), policy
-            )
+        for method, lr in args.methods:
+            settings = method_settings(method, episodes, args.group_size) + ([f"learner.lr={lr}"] if lr else [])
+            folders[arm_name(method, lr)][seed] = runner.arm(arm_name(method, lr), seed, steps, settings, policy)
     return folders
 
 
@@ -221,6 +273,8 @@ def write_results(folders: dict[str, dict[int, Path]], args: argparse.Namespace)
     chart = plot(records, args.out / "online.png", args.window)
     rows = [row for method, seeds in runs.items() for row in method_rows(method, seeds)]
     print(markdown(rows, args.window))
+    print()
+    print(task_table(rows))
     logger.info("phases: %s  plot: %s", args.out / "phases.json", chart)
     figures: dict = {"seeds": args.seeds, "stream": args.stream, "group_size": args.group_size}
     for row in rows:  # e.g. sao_p3_recovery_mean: SAO, the third phase, steps to recover
@@ -256,6 +310,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stream", default="online", help="the task stream (a name or a YAML path; default online)")
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the stream's phases)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, one warm start each (default 3)")
+    parser.add_argument(
+        "--methods",
+        default="sao,grpo",
+        help="methods to run, each at the config's learner.lr or its own after '@' (default sao,grpo; e.g. "
+        "sao,grpo,grpo@2.5e-4). More methods later with the same --out reuse the warm starts",
+    )
     parser.add_argument("--group-size", type=int, default=GROUP_SIZE, help=f"GRPO's G (default {GROUP_SIZE})")
     parser.add_argument(
         "--window", type=int, default=WINDOW, help=f"steps in the end/forgetting windows (default {WINDOW})"
@@ -267,6 +327,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.window < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--seeds, --window and --steps must be at least 1")
+    try:
+        args.methods = parse_methods(args.methods)
+    except ValueError as exc:
+        parser.error(f"--methods: {exc}")
     if args.group_size < 2:
         parser.error("--group-size must be at least 2 (GRPO learns from differences within a group)")
     return args

@@ -23,6 +23,16 @@ def test_a_variant_is_solved_by_its_gold_and_not_by_nothing(task):
 
 
 @pytest.mark.parametrize("task", VARIANTS, ids=lambda t: t.id)
+def test_a_variants_gold_played_through_the_tools_solves_it(task):
+    """What the warm start shows the policy (`warm_start.style: edit`) works on the variant."""
+    with ToolEnv(task) as env:
+        env.reset()
+        for action in gold_actions(task, style="edit"):
+            _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 1.0 and info["resolved"]
+
+
+@pytest.mark.parametrize("task", VARIANTS, ids=lambda t: t.id)
 def test_the_old_fix_played_through_the_tools_no_longer_solves_the_variant(task):
     """The base task's gold edit (`str_replace` calls, as the warm start teaches it) on the
     variant's workspace: a renamed repository refuses it, stricter tests fail it."""

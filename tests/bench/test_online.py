@@ -46,6 +46,19 @@ def test_a_phase_that_never_recovers_is_none_and_counted_per_seed():
     assert "| sao | 2. b | 0.281 ± 0.281 | 0.500 ± 0.500 | 4.0 ± 0.0 (1/2 never) | — |" in table
 
 
+def test_after_a_phase_that_ended_at_zero_nothing_is_to_recover_and_tasks_are_split():
+    records = _records([("a", [0.0, 0.0]), ("b", [0.5, 0.5])])
+    records[2].update(episodes_by_task={"x": 2, "y": 2}, success_by_task={"x": 1.0, "y": 0.0})
+    records[3].update(episodes_by_task={"x": 4}, success_by_task={"x": 0.5})
+    rows = online.run_figures(records, window=2)
+    assert rows[1]["recovery"] is None and rows[1]["nothing_to_recover"]
+    assert rows[1]["tasks"] == {"x": 0.666667, "y": 0.0} and rows[0]["tasks"] == {}
+    method = online.method_rows("grpo", {0: rows})
+    assert method[1]["not_recovered"] == 0 and method[1]["nothing_to_recover"] == 1
+    assert "| grpo | 2. b | 0.500 ± 0.000 | 0.500 ± 0.000 | — (1/1 from 0) | — |" in online.markdown(method, 2)
+    assert "| grpo | 2. b | `x` 0.67, `y` 0.00 |" in online.task_table(method)
+
+
 def test_records_without_phases_give_no_rows_and_episodes_weigh_success():
     assert online.run_figures([{"step": 1, "episodes": 4, "success_rate": 1.0}]) == []
     assert online.weighted([(1.0, 1), (0.0, 3)]) == 0.25 and online.weighted([]) is None
@@ -68,6 +81,18 @@ def test_bad_arguments_are_one_line_errors(capsys):
     with pytest.raises(SystemExit):
         online.parse(["--group-size", "1"])
     assert "--group-size must be at least 2" in capsys.readouterr().err
+    for methods, message in [("sao,ppo", "unknown method 'ppo'"), ("grpo@x", "'grpo@x': the learning rate after"),
+                             ("sao,sao", "give each method once"), ("grpo@-1", "must be above 0")]:  # fmt: skip
+        with pytest.raises(SystemExit):
+            online.parse(["--methods", methods])
+        assert message in capsys.readouterr().err
+
+
+def test_methods_run_at_the_configs_learning_rate_or_their_own():
+    assert online.parse([]).methods == [("sao", None), ("grpo", None)]
+    methods = online.parse(["--methods", "sao, grpo, grpo@2.5e-4"]).methods
+    assert methods == [("sao", None), ("grpo", None), ("grpo", 0.00025)]
+    assert [online.arm_name(m, lr) for m, lr in methods] == ["sao", "grpo", "grpo-lr0.00025"]
 
 
 STREAM = """\
