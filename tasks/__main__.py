@@ -2,8 +2,8 @@
 
 `validate` checks each definition's schema (errors name the file and the field), then
 grades it for real: the gold patch must resolve the task and the empty patch must not.
-PATH is a task folder, a `task.yaml`, a folder of tasks, or SWE-bench rows (a `.jsonl`);
-the built-in suite by default. SWE-bench rows run from a repository cache
+PATH is a task folder, a `task.yaml`, a folder of tasks, SWE-bench rows (a `.jsonl`), or
+a task stream (`stream:online`: every task its phases pick); the built-in suite by default. SWE-bench rows run from a repository cache
 (`--repo-cache DIR`, a folder of git clones) in an environment built for `--sandbox`
 (`local` or `docker`); `--instances` picks rows. A task that cannot run here (no clone, an
 environment that cannot be built, a required test that failed for want of the network) is
@@ -26,11 +26,25 @@ from agent_env.validate import TaskValidation, validate_tasks
 from sandboxes.console import interrupted, interrupts, setup_logging
 from tasks import TaskError, load_task_set
 from tasks.spec import workspace_cache_dir
+from tasks.streams import load_stream, stream_path
 
 
 def _load(paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None):
-    """The tasks of every source (built-in when none is named), `instances` only when given."""
-    return load_task_set(paths or "builtin", instances or None, repo_cache=repo_cache)
+    """The tasks of every source (built-in when none is named), `instances` only when given;
+    a `stream:NAME` source gives every task its phases pick (variants included), once each."""
+    streams = [name for name in map(stream_path, paths) if name is not None]
+    sources = [path for path in paths if stream_path(path) is None]
+    tasks = (
+        list(load_task_set(sources or "builtin", instances or None, repo_cache=repo_cache))
+        if sources or not streams
+        else []
+    )
+    for name in streams:
+        tasks += [t for t in load_stream(name, repo_cache=repo_cache).tasks if not instances or t.id in instances]
+    first: dict[str, object] = {}
+    for task in tasks:  # a stream's base tasks may also come from a source given beside it
+        first.setdefault(task.id, task)
+    return list(first.values())
 
 
 def list_tasks(paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None) -> int:
@@ -105,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("command", choices=["list", "validate"])
     parser.add_argument(
-        "paths", nargs="*", help="task folders, task.yaml files or SWE-bench .jsonl rows (default: the built-in suite)"
+        "paths",
+        nargs="*",
+        help="task folders, task.yaml files, SWE-bench .jsonl rows or stream:NAME (default: the built-in suite)",
     )
     parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones SWE-bench rows run from")
     parser.add_argument("--instances", default="", help="comma-separated SWE-bench instance ids (default: all)")

@@ -124,3 +124,14 @@ def test_a_broken_stream_is_one_line_naming_file_and_field(tmp_path, text, messa
 def test_an_unknown_stream_lists_the_builtin_ones():
     with pytest.raises(TaskError, match=r"task stream nowhere: no such file.*built in: online"):
         load_stream("nowhere")
+
+
+def test_tasks_list_and_validate_take_a_stream_once_per_task():
+    from tasks.__main__ import _load
+
+    assert [t.id for t in _load(["stream:online"])] == [t.id for t in load_stream("online").tasks]
+    mixed = [t.id for t in _load(["builtin", "stream:online"])]
+    assert len(mixed) == len(set(mixed)) == 33 and mixed[-1] == "numeric-histogram-upper-edge.strict"
+    assert [t.id for t in _load(["stream:online"], instances=["text-dedent-whitespace-lines.api2"])] == [
+        "text-dedent-whitespace-lines.api2"
+    ]
