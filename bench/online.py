@@ -301,8 +301,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "seed from one shared warm start. Reports per method and phase, as mean ± std over seeds: training "
         "success, success at the phase's end, steps to recover 90%% of the previous phase's success after "
         "each shift, and forgetting when a phase returns; writes online.png. Long: with the defaults "
-        "(configs/train_swe.yaml, 40 steps, 3 seeds) 3 warm starts and 6 runs of about 6-8 minutes, about "
-        "an hour on 2 cores. A rerun with the same --out resumes.",
+        "(configs/train_swe.yaml, 40 steps, 3 seeds) 3 warm starts and 6 runs of 3-4 minutes: 30 minutes on 2 "
+        "cores (measured, docs/online-bench.md). A rerun with the same --out resumes.",
         epilog="example: python -m bench.online --seeds 3 --out runs/bench-online   |   smoke: python -m "
         "bench.online --config configs/train_swe_quick.yaml --steps 2 --seeds 1 --out /tmp/online-smoke "
         "warm_start.steps=2 evaluation.episodes=0",

@@ -311,9 +311,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "seeds: the informative-group fraction, training success after N/2 and N rollouts and per third, "
         "the evaluation before and after RL, rollouts per prompt (mean, max) and the budget spent; "
         "writes vigor.png (success vs rollouts, informative fraction per step). Long: with the defaults "
-        "(configs/train_swe.yaml, 40 steps of 16 rollouts, 3 seeds) 3 warm starts and 6 runs of about "
-        "10-12 minutes, about 1.5 hours on 2 cores (an estimate, docs/vigor-bench.md). A rerun with the "
-        "same --out resumes.",
+        "(configs/train_swe.yaml, 40 steps of 16 rollouts, 3 seeds) 3 warm starts and 6 runs of 6-7 "
+        "minutes: 41 minutes on 2 cores (measured, docs/vigor-bench.md). A rerun with the same --out resumes.",
         epilog="example: python -m bench.vigor --seeds 3 --out runs/bench-vigor   |   smoke: python -m "
         "bench.vigor --config configs/train_swe_quick.yaml --steps 1 --seeds 1 --prompts 2 --out "
         "/tmp/vigor-smoke warm_start.steps=2 evaluation.episodes=2",
