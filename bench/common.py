@@ -71,3 +71,12 @@ def on_ray(prog: str, workers: int, work: Callable[[], object], kept: Callable[[
         finally:
             if started:
                 ray.shutdown()
+
+
+def kept_runs(out: Path) -> str:
+    """The line an interrupted arms bench ends with: the runs in `out/runs` and how to go on."""
+    runs = sorted(p.name for p in (out / "runs").glob("*-s*")) if (out / "runs").is_dir() else []
+    return (
+        f"runs so far ({', '.join(runs) or 'none'}; unfinished ones resume from their newest checkpoint) "
+        f"kept in {out}; run the same command again to continue"
+    )

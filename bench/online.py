@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, keep_one_setting, on_ray, report
+from bench.common import RESULTS, keep_one_setting, kept_runs, on_ray, report
 from bench.learning import COMMON, TrainingRunner
 from bench.stability import moving_average, read_records
 from trainer.metrics import phase_spans, shade_phases
@@ -286,12 +286,6 @@ def write_results(folders: dict[str, dict[int, Path]], args: argparse.Namespace)
     return figures
 
 
-def kept(args: argparse.Namespace) -> str:
-    runs = sorted(p.name for p in (args.out / "runs").glob("*-s*")) if (args.out / "runs").is_dir() else []
-    return (f"runs so far ({', '.join(runs) or 'none'}; unfinished ones resume from their newest checkpoint) "
-            f"kept in {args.out}; run the same command again to continue")  # fmt: skip
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m bench.online",
@@ -354,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                "group_size": args.group_size}  # fmt: skip
     keep_one_setting("bench.online", args.out, setting)
     workers = base.orchestrator.rollout_workers + base.placement.learner_ranks
-    folders = on_ray("bench.online", workers, lambda: bench(args), lambda exc: kept(args))
+    folders = on_ray("bench.online", workers, lambda: bench(args), lambda exc: kept_runs(args.out))
     report("online", write_results(folders, args), args.json)
     return 0
 

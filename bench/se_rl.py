@@ -32,9 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench.common import RESULTS, keep_one_setting, on_ray, report
+from bench.common import RESULTS, keep_one_setting, kept_runs, on_ray, report
 from bench.learning import COMMON, TrainingRunner, thirds
 from bench.stability import read_records
+from bench.vigor import read_summary
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def families_of(args: argparse.Namespace) -> dict[str, str]:
 def write_results(folders: dict[str, dict[int, Path]], args: argparse.Namespace) -> dict:
     family_of = families_of(args)
     runs = {
-        arm: {seed: run_figures(read_records(f), _summary(f), family_of) for seed, f in seeds.items()}
+        arm: {seed: run_figures(read_records(f), read_summary(f), family_of) for seed, f in seeds.items()}
         for arm, seeds in folders.items()
     }
     (args.out / "figures.json").write_text(json.dumps(runs, indent=1) + "\n")
@@ -155,19 +156,6 @@ def write_results(folders: dict[str, dict[int, Path]], args: argparse.Namespace)
         for family, value in row["family_after"].items():
             figures[f"{row['arm']}_eval_after_{family}"] = value
     return figures
-
-
-def _summary(folder: Path) -> dict:
-    path = folder / "summary.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def kept(args: argparse.Namespace) -> str:
-    runs = sorted(p.name for p in (args.out / "runs").glob("*-s*")) if (args.out / "runs").is_dir() else []
-    return (
-        f"runs so far ({', '.join(runs) or 'none'}; unfinished ones resume from their newest checkpoint) "
-        f"kept in {args.out}; run the same command again to continue"
-    )
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -209,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench.se_rl: {exc}")
     keep_one_setting("bench.se_rl", args.out, {"config": args.config, "overrides": args.overrides, "steps": args.steps})
     workers = base.orchestrator.rollout_workers + base.placement.learner_ranks
-    folders = on_ray("bench.se_rl", workers, lambda: bench(args), lambda exc: kept(args))
+    folders = on_ray("bench.se_rl", workers, lambda: bench(args), lambda exc: kept_runs(args.out))
     report("se_rl", write_results(folders, args), args.json)
     return 0
 
