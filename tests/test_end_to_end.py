@@ -224,6 +224,7 @@ def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, ray_cluster, algorithm,
     )  # fmt: skip
     record = json.loads((train(config) / "metrics.jsonl").read_text())
     assert record["episodes"] == 4 and record["version"] == 1  # 2 trees x 2 branches, one group
+    assert record["model_tokens"] < record["tokens"]  # tree rollouts train tree-packed: prefixes once
 
 
 @needs_bwrap

@@ -1,5 +1,6 @@
 """Run by `torchrun` from test_fsdp.py: one SAO step on a fixed batch, FSDP2-sharded, then a
-checkpoint. The same batch is stepped in one plain process by the test, to compare."""
+checkpoint. The same batch is stepped in one plain process by the test, to compare.
+With a second argument `tree`: the same on test_tree_training's PATR batch, tree-packed."""
 
 from __future__ import annotations
 
@@ -37,20 +38,26 @@ def fixed_batch() -> list[Trajectory]:
     return batch
 
 
-def make_learner(mesh=None) -> Learner:
+def make_learner(mesh=None, tree: bool = False) -> Learner:
     policy = load_policy("tiny", seed=0)
     critic = ValueModel.from_policy(policy)
     torch.manual_seed(1)
     torch.nn.init.normal_(critic.head.weight, std=0.1)
-    # A small token budget forces several micro-batches, and unequal counts across ranks.
-    optim = LearnerConfig(lr=1e-3, critic_lr=1e-3, token_budget=40)
+    # A small token budget forces several micro-batches, and unequal counts across ranks
+    # (tree-packed: room for two or three of the PATR batch's episodes, ~45 tokens each).
+    optim = LearnerConfig(lr=1e-3, critic_lr=1e-3, token_budget=100 if tree else 40, tree_packing=tree)
     return Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(name="sao"), optim=optim, mesh=mesh)
 
 
-def main(out: Path) -> None:
+def main(out: Path, tree: bool) -> None:
     mesh = distributed.init_from_env()
-    learner = make_learner(mesh)
-    result = learner.step(fixed_batch())
+    learner = make_learner(mesh, tree)
+    if tree:
+        from tests.trainer.test_tree_training import patr_batch
+
+        result = learner.step(patr_batch())
+    else:
+        result = learner.step(fixed_batch())
     learner.save(out / "checkpoint", extra={"metrics": result.metrics})
     state = learner.full_policy_state()
     if distributed.rank() == 0:
@@ -58,5 +65,5 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), tree=sys.argv[2:] == ["tree"])
     distributed.exit_rank()

@@ -25,18 +25,22 @@ def test_pack_by_tokens():
     assert batches[0] == [5]  # longest first; over budget alone
 
 
-@pytest.fixture(scope="module")
-def two_rank_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("fsdp")
+def run_two_ranks(out: Path, *arguments: str) -> Path:
+    """`tests.trainer.fsdp_worker` on two gloo ranks under torchrun, writing to `out`."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     with socket.socket() as probe:  # a free port: torchrun's --master_port=0 hangs in rendezvous
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-               "--master_addr=127.0.0.1", "-m", "tests.trainer.fsdp_worker", str(out)]  # fmt: skip
+               "--master_addr=127.0.0.1", "-m", "tests.trainer.fsdp_worker", str(out), *arguments]  # fmt: skip
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def two_rank_run(tmp_path_factory) -> Path:
+    return run_two_ranks(tmp_path_factory.mktemp("fsdp"))
 
 
 def test_two_ranks_match_one_process(two_rank_run):

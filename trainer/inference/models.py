@@ -70,8 +70,8 @@ def causal_attention_mask(attention_mask: torch.Tensor | None) -> torch.Tensor |
     without an explicit mask SDPA runs its fused causal kernel instead of materialising a
     [B, heads, T, T] mask (measured: a learner step on 8 episodes of ~2,000 tokens 1.8x
     faster on CPU, outputs identical)."""
-    if attention_mask is None:
-        return None
+    if attention_mask is None or attention_mask.dim() == 4:  # a 4D mask is custom: kept as it is
+        return attention_mask
     mask = attention_mask.bool()
     right_padded = bool((mask[:, 1:] <= mask[:, :-1]).all()) and bool(mask[:, 0].all())
     return None if right_padded else attention_mask
@@ -153,9 +153,16 @@ class ValueModel(nn.Module):
         backbone = copy.deepcopy(policy.get_decoder() if hasattr(policy, "get_decoder") else policy.model)
         return cls(backbone, policy.config.hidden_size)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Values [B, T]; a 4D `attention_mask` with `position_ids` runs a packed prefix tree
+        (`trainer.learner.tree`)."""
         hidden = self.backbone(
-            input_ids=input_ids, attention_mask=causal_attention_mask(attention_mask)
+            input_ids=input_ids, attention_mask=causal_attention_mask(attention_mask), position_ids=position_ids
         ).last_hidden_state
         # sum over the size-1 axis, not squeeze: a fresh tensor, not a view (FSDP2 hooks views badly)
         return self.head(hidden).sum(-1)

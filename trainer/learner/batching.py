@@ -16,6 +16,7 @@ import torch
 
 from trainer import distributed
 from trainer.inference.trajectory import Trajectory
+from trainer.learner.tree import build_prefix_tree, common_prefix, is_packed, tree_tensors
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,16 @@ class PreparedBatch:
     horizon: int | None = None
     """Dr.GRPO's constant divisor for `sequence_sum_norm`: the longest sequence of the
     whole batch (all ranks) minus one; None for the other aggregations."""
+
+    @property
+    def model_tokens(self) -> int:
+        """Tokens one forward pass over this rank's micro-batches runs through the model:
+        padded rows flat, distinct prefixes packed (padding micro-batches left out)."""
+        return sum(
+            int((m.tensors["tree_ids"] if is_packed(m.tensors) else m.tensors["input_ids"]).numel())
+            for m in self.micro_batches
+            if m.trajectories
+        )
 
 
 def pack_by_tokens(lengths: list[int], budget: int) -> list[list[int]]:
@@ -103,6 +114,32 @@ def rank_share(count: int) -> list[int]:
     return list(range(count))[distributed.rank() :: distributed.world_size()]
 
 
+def prefix_share(sequences: list[list[int]]) -> list[int]:
+    """Indices of this rank's sequences for tree packing: the sequences sorted by their tokens,
+    cut into one contiguous run per rank (as even in count as `rank_share`), so sequences that
+    share a prefix stay together."""
+    order = sorted(range(len(sequences)), key=lambda i: sequences[i])
+    rank, world = distributed.rank(), distributed.world_size()
+    return order[rank * len(order) // world : (rank + 1) * len(order) // world]
+
+
+def pack_by_prefix(sequences: list[list[int]], budget: int) -> list[list[int]]:
+    """Group sequences, in the order given (sorted: `prefix_share`), into micro-batches whose
+    packed prefix tree holds at most `budget` tokens: each sequence costs its tokens after
+    the prefix it shares with the one before it. A sequence longer than the budget gets its own."""
+    batches: list[list[int]] = []
+    packed = 0
+    for position, sequence in enumerate(sequences):
+        cost = len(sequence) - (common_prefix(sequences[position - 1], sequence) if batches else 0)
+        if batches and packed + cost <= budget:
+            batches[-1].append(position)
+            packed += cost
+        else:
+            batches.append([position])
+            packed = len(sequence)
+    return batches
+
+
 def prepare(
     trajectories: list[Trajectory],
     *,
@@ -110,15 +147,29 @@ def prepare(
     token_budget: int,
     device: torch.device | str = "cpu",
     aggregation: str = "token_mean",
+    tree: bool = False,
 ) -> PreparedBatch:
     """This rank's share, packed by token budget and padded to the ranks' common count,
-    and the global (policy tokens, sequences with policy tokens) the losses average over."""
-    share = rank_share(len(trajectories))
-    local = [trajectories[i] for i in share]
+    and the global (policy tokens, sequences with policy tokens) the losses average over.
+
+    With `tree`, each micro-batch is also a packed prefix tree (`trainer.learner.tree`): the
+    rank's share keeps sequences with shared prefixes together (`prefix_share`) and the
+    budget counts packed tokens (`pack_by_prefix`)."""
     micro_batches = []
-    for group in pack_by_tokens([len(t) for t in local], token_budget):
-        rows = [local[i] for i in group]
-        micro_batches.append(MicroBatch([share[i] for i in group], rows, padded_batch(rows, pad_id, device)))
+    if tree:
+        share = prefix_share([t.token_ids for t in trajectories])
+        local = [trajectories[i] for i in share]
+        for group in pack_by_prefix([t.token_ids for t in local], token_budget):
+            rows = [local[i] for i in group]
+            tensors = padded_batch(rows, pad_id, device)
+            packed = tree_tensors(build_prefix_tree([t.token_ids for t in rows]), tensors["input_ids"].shape[1], device)
+            micro_batches.append(MicroBatch([share[i] for i in group], rows, {**tensors, **packed}))
+    else:
+        share = rank_share(len(trajectories))
+        local = [trajectories[i] for i in share]
+        for group in pack_by_tokens([len(t) for t in local], token_budget):
+            rows = [local[i] for i in group]
+            micro_batches.append(MicroBatch([share[i] for i in group], rows, padded_batch(rows, pad_id, device)))
     count = int(distributed.all_reduce(len(micro_batches), "max"))
     micro_batches += [MicroBatch([], [], empty_batch(pad_id, device))] * (count - len(micro_batches))
     totals = Totals(

@@ -163,6 +163,7 @@ class Learner:
             token_budget=self.optim.token_budget,
             device=self.device,
             aggregation=self.aggregation,
+            tree=bool(self.optim.tree_packing),
         )
 
     # -- one update -----------------------------------------------------------------------
@@ -205,6 +206,7 @@ class Learner:
             **targets.metrics,
             **selection.metrics,
             "micro_batches": len(batch.micro_batches),
+            "model_tokens": int(distributed.all_reduce(batch.model_tokens)),
             "skipped_steps": self.skipped_steps,
             "version": self.version,
             **family_metrics,
@@ -327,7 +329,13 @@ class Learner:
         until `end_critic_pretraining`."""
         if not isinstance(self.objective, CriticObjective):
             raise ValueError(f"algorithm {self.algorithm.name!r} has no critic to pre-train")
-        batch = prepare(trajectories, pad_id=self.pad_id, token_budget=self.optim.token_budget, device=self.device)
+        batch = prepare(
+            trajectories,
+            pad_id=self.pad_id,
+            token_budget=self.optim.token_budget,
+            device=self.device,
+            tree=bool(self.optim.tree_packing),
+        )
         targets = StepTargets([self.objective.micro_targets(self, micro) for micro in batch.micro_batches])
         self._critic_pretraining = (batch, targets)
 

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from trainer.inference.models import causal_attention_mask
+from trainer.learner.tree import is_packed, packed_inputs, unpack
 
 
 def policy_logits(logits: torch.Tensor, banned: tuple[int, ...] = ()) -> torch.Tensor:
@@ -30,19 +31,28 @@ def policy_logits(logits: torch.Tensor, banned: tuple[int, ...] = ()) -> torch.T
 
 
 def target_logprobs(
-    logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0, banned: tuple[int, ...] = ()
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    banned: tuple[int, ...] = (),
+    rows: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """log pi(target) under `policy_logits(logits, banned) / temperature`, [B, T] from [B, T, V].
+    """log pi(target) under `policy_logits(logits, banned) / temperature`, [B, T] from [B, T, V];
+    with `rows` ([B, T] indices into the first axis of `logits` [N, V]: a packed prefix tree,
+    `trainer.learner.tree`), target (b, t) is scored at `logits[rows[b, t]]`.
     A target that is a banned id (a value token spelled out in a prompt or an observation;
     the policy never samples one) gets 0, not -inf, so masked sums stay finite."""
     allowed = policy_logits(logits, banned)
     log_probs = torch.log_softmax(allowed / temperature, dim=-1)
-    if not banned:
-        return log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    is_banned = torch.isin(targets, torch.tensor(banned, device=targets.device))
-    safe = torch.where(is_banned, torch.zeros_like(targets), targets)
-    picked = log_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
-    return torch.where(is_banned, torch.zeros_like(picked), picked)
+    safe = targets
+    if banned:
+        is_banned = torch.isin(targets, torch.tensor(banned, device=targets.device))
+        safe = torch.where(is_banned, torch.zeros_like(targets), targets)
+    if rows is None:
+        picked = log_probs.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    else:
+        picked = log_probs[rows, safe]
+    return torch.where(is_banned, torch.zeros_like(picked), picked) if banned else picked
 
 
 def token_logprobs(
@@ -57,3 +67,30 @@ def token_logprobs(
     mask = causal_attention_mask(attention_mask)
     logits = model(input_ids=input_ids, attention_mask=mask).logits[:, :-1].float()
     return target_logprobs(logits, input_ids[:, 1:], temperature, banned)
+
+
+def batch_logprobs(
+    model: nn.Module, tensors: dict[str, torch.Tensor], temperature: float = 1.0, banned: tuple[int, ...] = ()
+) -> torch.Tensor:
+    """`token_logprobs` of a micro-batch, [B, T-1]: flat, or once per distinct prefix when the
+    micro-batch is a packed prefix tree (the log-softmax too runs on the packed row)."""
+    if not is_packed(tensors):
+        return token_logprobs(model, tensors["input_ids"], tensors["attention_mask"], temperature, banned)
+    logits = model(**packed_inputs(tensors)).logits[0].float()
+    rows = tensors["tree_index"][:, :-1]
+    return target_logprobs(logits, tensors["input_ids"][:, 1:], temperature, banned, rows=rows)
+
+
+def batch_logits(model: nn.Module, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A micro-batch's logits [B, T, V] in the flat layout, computed flat or packed."""
+    if not is_packed(tensors):
+        mask = causal_attention_mask(tensors["attention_mask"])
+        return model(input_ids=tensors["input_ids"], attention_mask=mask).logits
+    return unpack(model(**packed_inputs(tensors)).logits, tensors)
+
+
+def batch_values(critic: nn.Module, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """A `ValueModel`'s values of a micro-batch, [B, T], computed flat or packed."""
+    if not is_packed(tensors):
+        return critic(tensors["input_ids"], tensors["attention_mask"])
+    return unpack(critic(**packed_inputs(tensors)), tensors)

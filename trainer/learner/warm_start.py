@@ -20,7 +20,7 @@ from torch import nn
 from trainer import distributed
 from trainer.inference.trajectory import Trajectory
 from trainer.learner.batching import loss_weight, prepare
-from trainer.learner.logprobs import token_logprobs
+from trainer.learner.logprobs import batch_logprobs
 
 if TYPE_CHECKING:
     from trainer.learner.learner import Learner
@@ -35,7 +35,11 @@ class SupervisedRun:
         self.learner = learner
         self.optimizer = torch.optim.AdamW([p for p in learner.policy.parameters() if p.requires_grad], lr=lr)
         self.batch = prepare(
-            demonstrations, pad_id=learner.pad_id, token_budget=learner.optim.token_budget, device=learner.device
+            demonstrations,
+            pad_id=learner.pad_id,
+            token_budget=learner.optim.token_budget,
+            device=learner.device,
+            tree=bool(learner.optim.tree_packing),
         )
 
     def steps(self, steps: int) -> list[float]:
@@ -46,9 +50,7 @@ class SupervisedRun:
             total, finite = 0.0, True
             for micro in batch.micro_batches:
                 tensors = micro.tensors
-                logp = token_logprobs(
-                    learner.policy, tensors["input_ids"], tensors["attention_mask"], learner.temperature, learner.banned
-                )
+                logp = batch_logprobs(learner.policy, tensors, learner.temperature, learner.banned)
                 mask = tensors["policy_mask"].float()
                 loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
                 weight = loss_weight(tensors, batch.totals, "token_mean")  # every demonstrated token counts

@@ -25,6 +25,7 @@ from trainer.algorithms.registry import AlgorithmSpec
 from trainer.algorithms.sao import gae, length_adaptive_lambda, value_loss
 from trainer.inference.trajectory import Trajectory
 from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
+from trainer.learner.logprobs import batch_values
 from trainer.learner.objectives.base import Selection, StepTargets
 from trainer.learner.objectives.policy_gradient import PolicyGradientObjective
 
@@ -96,7 +97,7 @@ class CriticObjective(PolicyGradientObjective):
         """Values (no grad), then GAE advantages and returns for one micro-batch."""
         tensors = micro.tensors
         with torch.no_grad():
-            values = learner.critic(tensors["input_ids"], tensors["attention_mask"])[:, :-1].float()
+            values = batch_values(learner.critic, tensors)[:, :-1].float()
         advantages, returns = gae_targets(
             micro.trajectories,
             values,
@@ -130,7 +131,7 @@ class CriticObjective(PolicyGradientObjective):
             total, finite = 0.0, True
             for micro, target in zip(batch.micro_batches, targets.micro, strict=True):
                 tensors = micro.tensors
-                values = learner.critic(tensors["input_ids"], tensors["attention_mask"])[:, :-1].float()
+                values = batch_values(learner.critic, tensors)[:, :-1].float()
                 loss = self.value_loss(values, target.returns, target.old_values, tensors["policy_mask"])
                 weight = loss_weight(tensors, batch.totals, self.aggregation)
                 (loss * weight).backward()

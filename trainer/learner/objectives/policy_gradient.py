@@ -16,7 +16,7 @@ import torch
 from trainer import distributed
 from trainer.algorithms.losses import NEEDS_PROX, get_policy_loss
 from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
-from trainer.learner.logprobs import token_logprobs
+from trainer.learner.logprobs import batch_logprobs
 from trainer.learner.objectives.base import MicroLoss, MicroTarget
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class PolicyGradientObjective:
 
     def micro_loss(self, learner: Learner, micro: MicroBatch, target: MicroTarget, batch: PreparedBatch) -> MicroLoss:
         tensors = micro.tensors
-        logp = token_logprobs(learner.policy, tensors["input_ids"], tensors["attention_mask"], learner.temperature)
+        logp = batch_logprobs(learner.policy, tensors, learner.temperature)
         prox = logp.detach() if self.needs_prox else None
         hyper = self.hyper if batch.horizon is None else {**self.hyper, "horizon": batch.horizon}
         loss, stats = self.loss_fn(

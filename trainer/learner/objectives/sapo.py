@@ -38,10 +38,9 @@ from trainer.algorithms.sapo import (
     turn_gae,
     turn_positions,
 )
-from trainer.inference.models import causal_attention_mask
 from trainer.inference.trajectory import Trajectory
 from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
-from trainer.learner.logprobs import policy_logits, target_logprobs
+from trainer.learner.logprobs import batch_logits, policy_logits, target_logprobs
 from trainer.learner.objectives.base import MicroLoss, Selection, StepTargets
 
 if TYPE_CHECKING:
@@ -81,8 +80,7 @@ def sapo_forward(
     """One forward: (policy logprobs [B, T-1] with the value tokens banned, the value readout
     at every position [B, T], the logits [B, T-1, V] for the entropy); with `values_only`,
     just the readout."""
-    mask = causal_attention_mask(tensors["attention_mask"])
-    logits = policy(input_ids=tensors["input_ids"], attention_mask=mask).logits.float()
+    logits = batch_logits(policy, tensors).float()
     plus, minus = value_token_ids
     readout = sapo_value(logits, plus, minus, r_max=r_max, tau=tau_v)
     if values_only:
