@@ -166,7 +166,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "from one shared warm start. Reports per arm, as mean ± std over seeds: the evaluation before and "
         "after RL, the worst family's evaluation after and the best-worst spread, training success in the "
         "first and last third, and each family's evaluation after. Long: with the defaults "
-        "(configs/train_swe.yaml, 40 steps, 3 seeds) about 36 minutes on 2 cores (12 per seed, measured). "
+        "(configs/train_swe.yaml, 40 steps, 3 seeds) about 25 minutes on 2 cores (22 measured). "
         "A rerun with the same --out resumes.",
         epilog="example: python -m bench.se_rl --seeds 3 --out runs/bench-se-rl   |   smoke: python -m bench.se_rl "
         "--config configs/train_swe_quick.yaml --steps 1 --seeds 1 --out /tmp/se-rl-smoke warm_start.steps=2 "
