@@ -121,6 +121,11 @@ class RolloutConfig(_Section):
     row with no well-formed tool call; None: the agent may retry until its turns run out. A
     small model that slips once writes garbage for every turn after, and RL pushing down
     those garbage tokens is a large, directionless gradient: the CPU demo sets 1."""
+    batch_turns: bool = True
+    """A worker batches the turns its concurrent episodes ask for while its engine is busy
+    (the hf engine: one decode for all, each from its cached prefix with its own seed;
+    `python -m bench.rollout`). Off in runs that must be bitwise reproducible
+    (`orchestrator.deterministic`, sync mode), whatever this says."""
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature; the learner scores tokens at the same temperature."""
     tree: TreeConfig = Field(default_factory=TreeConfig)

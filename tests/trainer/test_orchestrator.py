@@ -72,11 +72,14 @@ def test_sync_mode_trains_on_whole_batches_in_order(tmp_path, ray_cluster):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("rollout", ["linear", "tree"])
-def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_version(rollout):
+@pytest.mark.parametrize(
+    ("rollout", "batch_turns"), [("linear", False), ("tree", False), ("linear", True), ("tree", True)]
+)
+def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_version(rollout, batch_turns):
     """Partial rollouts: weights published mid-episode are used from the next turn on, every
     token records the version that sampled it, and its logprob is that version's. A tree
-    spanning the update keeps its shared prefix's versions in every branch."""
+    spanning the update keeps its shared prefix's versions in every branch. The same through
+    the worker's turn batcher (its decode steps instead of the engine's generate)."""
     from tasks import builtin_tasks
     from trainer.inference.models import load_policy
     from trainer.learner import token_logprobs
@@ -85,21 +88,36 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
     worker = RolloutWorker(
         index=0, model="tiny", engine="hf", seed=0, tasks=[task], sandbox_backend="local",
         settings=RolloutConfig(max_turns=3, max_new_tokens=6, max_total_tokens=4096, kind=rollout,
-                               tree=TreeConfig(scorer="heuristic", expand_every=1, branches=3)),
+                               tree=TreeConfig(scorer="heuristic", expand_every=1, branches=3), batch_turns=batch_turns),
     )  # fmt: skip
     first, second = load_policy("tiny", seed=1), load_policy("tiny", seed=2)
     worker.set_weights(1, {"policy": first.state_dict()})
-    inner = worker.engine.generate
     turns = []
+    if batch_turns:
+        assert worker.batcher is not None
+        inner_step = worker.batcher._step
 
-    def generate(prompts, **kwargs):  # the real engine; a new version lands after turn 1
-        out = inner(prompts, **kwargs)
-        turns.append(out[0].version)
-        if len(turns) == 1:  # published as the orchestrator would (the worker's lock is re-entrant)
-            worker.set_weights(2, {"policy": second.state_dict()})
-        return out
+        def step():  # the real decode; a new version lands once the first turn is answered
+            answered = worker.batcher.turns
+            inner_step()
+            if worker.batcher.turns > answered:
+                turns.append(worker.engine.version)
+                if len(turns) == 1:
+                    worker.set_weights(2, {"policy": second.state_dict()})
 
-    worker.engine.generate = generate
+        worker.batcher._step = step
+    else:
+        assert worker.batcher is None
+        inner = worker.engine.generate
+
+        def generate(prompts, **kwargs):  # the real engine; a new version lands after turn 1
+            out = inner(prompts, **kwargs)
+            turns.append(out[0].version)
+            if len(turns) == 1:  # published as the orchestrator would (the worker's lock is re-entrant)
+                worker.set_weights(2, {"policy": second.state_dict()})
+            return out
+
+        worker.engine.generate = generate
     result = worker.run(EpisodeJob(job_id=0, group=0, task_id=task.id, family=task.family, seed=5, batch=0))
     assert not result.error
     assert turns[0] == 1 and set(turns[1:]) == {2} and len(turns) >= 2

@@ -5,10 +5,21 @@ so the logprob of every sampled token is computed from exactly the distribution 
 drawn from, with no logits processors in between. Prompts of a batch are left-padded with
 explicit position ids, so a padded row computes what it would compute alone.
 
-Prefix reuse: a single-prompt generation keeps the KV cache of everything it processed, in
-a small LRU keyed by those token ids. The next turn of the same episode, or every branch of
-a tree forked from it, starts from a copy of the longest cached prefix and only computes
-the new tokens. A weight update empties the cache (its keys and values are stale).
+Prefix reuse: a generation keeps the KV cache of everything it processed, in a small LRU
+keyed by those token ids. The next turn of the same episode, or every branch of a tree
+forked from it, starts from a copy of the longest cached prefix and only computes the new
+tokens. A weight update empties the cache (its keys and values are stale). A batch of
+prompts reuses prefixes too, and rows may join it between decode steps (`Decode`,
+continuous batching): each row computes its uncached prompt alone, its cache is stacked
+into the batch's left-padded one, one forward per step decodes every live row, and a row
+that finishes (its stop token or its own token budget) leaves the batch at once, its cache
+kept in the LRU. This is what lets a worker batch the turns of its concurrent episodes as
+they arrive (`trainer.orchestrator.worker.TurnBatcher`) without recomputing their prompts.
+
+Seeds: `seed` seeds one generator for the whole call; `seeds` (one per prompt) gives each
+row its own generator, drawn exactly as the row alone would draw it, so an episode's
+samples do not depend on which other episodes shared its batch or when it joined (up to
+float rounding of the batched forward: token-identical in the tests and `bench.rollout`).
 
 Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.inference.models.reserve_value_tokens`)
 are never sampled: their logits are set to -inf before sampling, so the recorded logprobs
@@ -51,6 +62,9 @@ def _sample(
 
 class HFEngine:
     """Generates with its own copy of the policy; weight updates publish new versions."""
+
+    batches_rows = True
+    """`generate` takes `seeds`, one per prompt: a worker may batch its episodes' turns."""
 
     def __init__(
         self,
@@ -123,12 +137,30 @@ class HFEngine:
         temperature: float = 1.0,
         stop_token_ids: tuple[int, ...] = (),
         seed: int | None = None,
+        seeds: Sequence[int | None] | None = None,
     ) -> list[Generation]:
+        """One generation per prompt; `seeds`, one per prompt, instead of `seed`: each row
+        samples from its own generator (see the module docstring)."""
         if not prompts or any(not p for p in prompts):
             raise ValueError("every prompt must hold at least one token")
+        if seeds is not None and len(seeds) != len(prompts):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts: give one per prompt")
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
+        if seeds is not None:
+            generators = [torch.Generator().manual_seed(s) if s is not None else None for s in seeds]
+            if len(prompts) == 1:
+                generator = generators[0]
         if len(prompts) == 1 and self.prefix_cache_size:
             return [self._generate_reusing_prefix(prompts[0], max_new_tokens, temperature, stop_token_ids, generator)]
+        if self.prefix_cache_size:
+            decode = Decode(self, temperature=temperature, stop_token_ids=stop_token_ids, generator=generator)
+            rows = [
+                decode.add(prompt, max_new_tokens, generators[i] if seeds is not None else None)
+                for i, prompt in enumerate(prompts)
+            ]
+            while decode.rows:
+                decode.step()
+            return [row.generation for row in rows]
         device = next(self.model.parameters()).device
         width = max(len(p) for p in prompts)
         size = len(prompts)
@@ -154,7 +186,10 @@ class HFEngine:
             )
             past = out[self._cache_name]
             logits = out.logits[:, -1].float().cpu()
-            sampled, chosen = _sample(logits, temperature, generator, self.banned_token_ids)
+            if seeds is not None:
+                sampled, chosen = _sample_each(logits, temperature, generators, self.banned_token_ids)
+            else:
+                sampled, chosen = _sample(logits, temperature, generator, self.banned_token_ids)
             for row in range(size):
                 if not finished[row]:
                     tokens[row].append(int(sampled[row]))
@@ -214,3 +249,182 @@ class HFEngine:
             self._prefixes.popitem(last=False)
         finish = "stop" if tokens and tokens[-1] in stop_token_ids else "length"
         return Generation(tokens, logprobs, self.version, finish)
+
+
+def _sample_each(
+    logits: torch.Tensor, temperature: float, generators: list, banned: tuple[int, ...] = ()
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_sample` with a generator per row of [B, V] logits: each row draws as it would alone
+    (greedy rows need no generator: one batched argmax)."""
+    if temperature == 0:
+        return _sample(logits, 0.0, None, banned)
+    drawn = [_sample(logits[row : row + 1], temperature, g, banned) for row, g in enumerate(generators)]
+    return torch.cat([d[0] for d in drawn]), torch.cat([d[1] for d in drawn])
+
+
+def _layers(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _as_cache(layers: list[tuple[torch.Tensor, torch.Tensor]]):
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=layers)
+
+
+def _left_pad(tensor: torch.Tensor, width: int) -> torch.Tensor:
+    """[B, H, T, D] keys or values left-padded with zeros to T = `width` (masked by the caller)."""
+    missing = width - tensor.shape[2]
+    if missing <= 0:
+        return tensor
+    return torch.cat([tensor.new_zeros((*tensor.shape[:2], missing, tensor.shape[3])), tensor], dim=2)
+
+
+class DecodeRow:
+    """One prompt in a `Decode`: its budget, its generator and what it sampled so far."""
+
+    def __init__(self, prompt: list[int], max_new_tokens: int, generator) -> None:
+        self.prompt = prompt
+        self.max_new_tokens = max_new_tokens
+        self.generator = generator
+        self.length = len(prompt) - 1
+        """Positions of this row held in the batch cache (its rightmost ones)."""
+        self.tokens: list[int] = []
+        self.logprobs: list[float] = []
+        self.generation: Generation | None = None
+        """Set when the row finishes (its stop token, or its budget)."""
+
+
+class Decode:
+    """A batch decode that rows join and leave between steps (continuous batching).
+
+    `add` computes a prompt's uncached part alone (from the engine's longest cached prefix)
+    and stacks its cache into the batch's: every row is right-aligned, left-padded with
+    masked zeros to the batch's width, its position ids its own. `step` runs one forward
+    for all live rows and samples each row's next token (its own generator when it has one,
+    else the decode's). A row that samples a stop token or reaches its budget gets its
+    `generation`, leaves the batch, and its cache (prompt and tokens but the last) goes to
+    the engine's prefix LRU; columns that only padding still uses are dropped."""
+
+    def __init__(self, engine: HFEngine, *, temperature: float, stop_token_ids=(), generator=None) -> None:
+        self.engine = engine
+        self.temperature = temperature
+        self.stop_token_ids = tuple(stop_token_ids)
+        self.generator = generator
+        self.device = next(engine.model.parameters()).device
+        self.rows: list[DecodeRow] = []
+        self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
+        """Per model layer, the batch's keys and values [B, heads, width, dim]."""
+        self.attention = torch.zeros((0, 0), dtype=torch.long, device=self.device)
+        self.feed: list[int] = []
+        """Each live row's next input token (its last prompt token, then its last sample)."""
+
+    @property
+    def width(self) -> int:
+        return self.attention.shape[1]
+
+    @torch.no_grad()
+    def add(self, prompt: list[int], max_new_tokens: int, generator=None) -> DecodeRow:
+        """Join the batch with `prompt` (at least one token) and its own token budget."""
+        if not prompt or max_new_tokens < 1:
+            raise ValueError("a row needs a prompt of at least one token and a budget of at least one")
+        engine = self.engine
+        start, past = engine._lookup(prompt)
+        engine.prompt_tokens += len(prompt)
+        engine.reused_tokens += start
+        body = prompt[start:-1]
+        if body:  # everything but the last prompt token, which the next step feeds
+            positions = torch.arange(start, len(prompt) - 1, device=self.device).unsqueeze(0)
+            feed = torch.tensor([body], device=self.device)
+            out = engine.model(input_ids=feed, position_ids=positions, use_cache=True, **{engine._cache_name: past})
+            past = out[engine._cache_name]
+        row = DecodeRow(prompt, max_new_tokens, generator)
+        width = max(self.width, row.length)
+        own = _layers(past) if past is not None and row.length else None
+        if own is not None or self.layers:  # else nothing is cached anywhere yet (1-token prompts)
+            template = own or self.layers
+
+            def empty(rows: int, keys: torch.Tensor) -> torch.Tensor:
+                return keys.new_zeros((rows, keys.shape[1], 0, keys.shape[3]))
+
+            if not self.layers:  # the rows so far hold no positions
+                self.layers = [(empty(len(self.rows), k), empty(len(self.rows), v)) for k, v in template]
+            if own is None:
+                own = [(empty(1, k), empty(1, v)) for k, v in self.layers]
+            self.layers = [
+                (
+                    torch.cat([_left_pad(k, width), _left_pad(ok, width)]),
+                    torch.cat([_left_pad(v, width), _left_pad(ov, width)]),
+                )
+                for (k, v), (ok, ov) in zip(self.layers, own, strict=True)
+            ]
+        attention = torch.zeros((len(self.rows) + 1, width), dtype=torch.long, device=self.device)
+        attention[:-1, width - self.width :] = self.attention
+        if row.length:
+            attention[-1, width - row.length :] = 1
+        self.attention = attention
+        self.rows.append(row)
+        self.feed.append(prompt[-1])
+        return row
+
+    @torch.no_grad()
+    def step(self) -> list[DecodeRow]:
+        """One token for every live row; returns the rows that finished (and left)."""
+        if not self.rows:
+            return []
+        engine = self.engine
+        attention = torch.cat(
+            [self.attention, torch.ones((len(self.rows), 1), dtype=torch.long, device=self.device)], dim=-1
+        )
+        positions = torch.tensor([[row.length] for row in self.rows], device=self.device)
+        cache = _as_cache(self.layers) if self.layers else None
+        out = engine.model(
+            input_ids=torch.tensor([[t] for t in self.feed], device=self.device),
+            attention_mask=attention,
+            position_ids=positions,
+            use_cache=True,
+            **{engine._cache_name: cache},
+        )
+        self.layers, self.attention = _layers(out[engine._cache_name]), attention
+        logits = out.logits[:, -1].float().cpu()
+        generators = [row.generator or self.generator for row in self.rows]
+        sampled, chosen = _sample_each(logits, self.temperature, generators, engine.banned_token_ids)
+        finished, keep = [], []
+        for index, row in enumerate(self.rows):
+            token = int(sampled[index])
+            row.tokens.append(token)
+            row.logprobs.append(float(chosen[index]))
+            row.length += 1
+            self.feed[index] = token
+            stopped = token in self.stop_token_ids
+            if stopped or len(row.tokens) >= row.max_new_tokens:
+                row.generation = Generation(row.tokens, row.logprobs, engine.version, "stop" if stopped else "length")
+                finished.append((index, row))
+            else:
+                keep.append(index)
+        for index, row in finished:  # the row's cache: its rightmost positions
+            key = tuple(row.prompt + row.tokens[:-1])
+            engine._prefixes[key] = _as_cache(
+                [(k[index : index + 1, :, -row.length :].clone(), v[index : index + 1, :, -row.length :].clone())
+                 for k, v in self.layers]
+            )  # fmt: skip
+            engine._prefixes.move_to_end(key)
+        while len(engine._prefixes) > engine.prefix_cache_size:
+            engine._prefixes.popitem(last=False)
+        if finished:
+            self._keep(keep)
+        return [row for _, row in finished]
+
+    def _keep(self, indices: list[int]) -> None:
+        """Drop the other rows, and the leading columns no kept row uses."""
+        self.rows = [self.rows[i] for i in indices]
+        self.feed = [self.feed[i] for i in indices]
+        if not indices:
+            self.layers, self.attention = [], torch.zeros((0, 0), dtype=torch.long, device=self.device)
+            return
+        select = torch.tensor(indices, device=self.device)
+        unused = self.width - max(row.length for row in self.rows)
+        self.attention = self.attention.index_select(0, select)[:, unused:]
+        self.layers = [
+            (k.index_select(0, select)[:, :, unused:], v.index_select(0, select)[:, :, unused:]) for k, v in self.layers
+        ]
