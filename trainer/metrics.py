@@ -326,6 +326,7 @@ def step_record(
         infra_retries=schedule_counters["infra_retries"],
         infra_dropped=schedule_counters["infra_dropped"],
         worker_restarts=orchestrator.counters.worker_restarts,
+        worker_nodes=orchestrator.node_count(),
         hung_episodes=orchestrator.counters.hung_episodes,
         learner_idle_fraction=round(orchestrator.learner_idle_fraction(), 4),
         episodes_running=len(orchestrator.running),

@@ -81,7 +81,34 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "kept", f"nothing to keep ({config.run.output_dir}/{config.run.name})")
             return interrupted(exc, kept)
+        except Exception as exc:
+            if not lost_actor(exc):
+                raise
+            sys.exit(f"trainer.train: {lost_actor_line(exc, config)}")
     return 0
+
+
+def lost_actor(exc: BaseException) -> bool:
+    """Whether `exc` is a Ray actor's process or node dying (infrastructure: the node was lost,
+    the process killed or out of memory), not an error raised by our code."""
+    ray = sys.modules.get("ray")
+    return ray is not None and isinstance(exc, ray.exceptions.RayActorError)
+
+
+def lost_actor_line(exc: BaseException, config) -> str:
+    """One line for a lost actor: what died, and how to go on from the newest checkpoint."""
+    from pathlib import Path
+
+    from trainer.orchestrator.loop import latest_checkpoint
+
+    run_dir = Path(config.run.output_dir) / config.run.name
+    newest = latest_checkpoint(run_dir, verify=False)
+    cause = " ".join(str(exc).split())[:200]
+    kept = f"checkpoints up to {newest.name} are kept" if newest else "no checkpoint was written yet"
+    return (
+        f"a Ray actor died ({type(exc).__name__}: {cause}); a lost node or a killed process, not a bug in the "
+        f"run; {kept} in {run_dir}: run the same command with run.resume=auto to go on"
+    )
 
 
 if __name__ == "__main__":

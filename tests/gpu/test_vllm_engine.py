@@ -127,7 +127,7 @@ def test_a_one_rank_learner_group_trains_on_its_gpu(tmp_path):
         "from trainer.orchestrator.learner_group import LearnerRank; "
         "from tests.trainer.fsdp_worker import fixed_batch; from trainer import distributed; "
         "config = load_config(None, ['learner.bf16=true']).model_dump(); "
-        "rank = LearnerRank(config, 0, 1, '127.0.0.1:29563', 4); "
+        "rank = LearnerRank(config, 0, 1, 4); rank.setup('127.0.0.1:29563'); "
         "device = next(rank.learner.policy.parameters()).device; assert device.type == 'cuda', device; "
         "m = rank.step(fixed_batch()).metrics; assert m['version'] == 1, m; print('ok', device); "
         "distributed.exit_rank()"

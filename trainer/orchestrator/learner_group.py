@@ -18,10 +18,29 @@ from trainer.inference.trajectory import Trajectory
 
 
 class LearnerRank:
-    def __init__(self, config: dict, rank: int, world_size: int, address: str, threads: int) -> None:
+    def __init__(self, config: dict, rank: int, world_size: int, threads: int) -> None:
+        """Nothing heavy yet: rank 0 first names the rendezvous address on its own node
+        (`rendezvous`), then every rank joins it (`setup`)."""
+        self.config_payload, self.rank, self.world_size, self.threads = config, rank, world_size, threads
+
+    def rendezvous(self) -> str:
+        """host:port for the process group, on this rank's node (rank 0's): its address on the
+        cluster's network, so ranks on other nodes reach it, and a port free there."""
+        import socket
+
+        import ray
+
+        with socket.socket() as sock:
+            sock.bind(("", 0))
+            port = sock.getsockname()[1]
+        return f"{ray.util.get_node_ip_address()}:{port}"
+
+    def setup(self, address: str) -> None:
+        """Join the process group at `address` (when sharded or on a GPU) and build the learner."""
         import torch
 
-        torch.set_num_threads(threads)  # Ray starts actors with one thread; the learner wants the cores
+        config, rank, world_size = self.config_payload, self.rank, self.world_size
+        torch.set_num_threads(self.threads)  # Ray starts actors with one thread; the learner wants the cores
         mesh = None
         if world_size > 1 or torch.cuda.is_available():  # the learner moves to CUDA only with a mesh
             host, port = address.rsplit(":", 1)
@@ -103,10 +122,13 @@ class LearnerGroup:
         import ray
 
         actor = ray.remote(num_cpus=0, num_gpus=num_gpus)(LearnerRank)
-        address = f"127.0.0.1:{_free_port()}"
         payload = config.model_dump()
         threads = max(1, (os.cpu_count() or 1) // ranks)
-        self.ranks = [actor.remote(payload, rank, ranks, address, threads) for rank in range(ranks)]
+        self.ranks = [actor.remote(payload, rank, ranks, threads) for rank in range(ranks)]
+        # Rank 0's node, wherever Ray put it (another node of a cluster: not 127.0.0.1).
+        address = ray.get(self.ranks[0].rendezvous.remote())
+        for rank in self.ranks:  # queued before any other call: each rank's calls run in order
+            rank.setup.remote(address)
 
     def _refs(self, method: str, *args) -> list:
         return [getattr(rank, method).remote(*args) for rank in self.ranks]
@@ -178,11 +200,3 @@ class LearnerGroup:
 
         for rank in self.ranks:
             ray.kill(rank)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

@@ -100,6 +100,8 @@ class Orchestrator:
         self.steps = 0
         self.checkpoint_every = 0
         self.workers: list = [None] * config.rollout_workers
+        self.worker_nodes: dict[int, object] = {}
+        """Each worker's Ray node id (or the pending reply that will name it)."""
         self.running: dict = {}  # episode ref -> _Running
         self.learner_ref = None
         self.learner_batch: Batch | None = None
@@ -114,7 +116,9 @@ class Orchestrator:
     def _start_worker(self, index: int) -> None:
         config, spec = self.config, self.spec
         slots = config.episodes_per_worker
-        actor = self.ray.remote(num_cpus=0, num_gpus=spec.gpus, max_concurrency=slots + 2)(RolloutWorker)
+        actor = self.ray.remote(
+            num_cpus=0, num_gpus=spec.gpus, max_concurrency=slots + 2, scheduling_strategy=self._worker_placement(index)
+        )(RolloutWorker)
         self.workers[index] = actor.remote(
             index=index,
             model=spec.model,
@@ -129,6 +133,30 @@ class Orchestrator:
         )
         if self.weights_ref is not None:
             self.workers[index].set_weights.remote(self.version, self.weights_ref)
+        self.worker_nodes[index] = self.workers[index].node.remote()
+
+    def _worker_placement(self, index: int):
+        """Where worker `index` goes: on a cluster, the alive nodes in turn (soft: a node that
+        cannot take it, e.g. one without GPUs, or that died, leaves it to any other), so the
+        workers and their sandboxes spread over every node instead of packing the first."""
+        nodes = sorted(node["NodeID"] for node in self.ray.nodes() if node["Alive"])
+        if len(nodes) < 2:
+            return "DEFAULT"
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        return NodeAffinitySchedulingStrategy(node_id=nodes[index % len(nodes)], soft=True)
+
+    def node_count(self) -> int:
+        """Distinct Ray nodes the rollout workers run on (workers still starting not counted)."""
+        for index, node in list(self.worker_nodes.items()):
+            if isinstance(node, self.ray.ObjectRef):
+                ready, _ = self.ray.wait([node], timeout=0)
+                if ready:
+                    try:
+                        self.worker_nodes[index] = self.ray.get(node)
+                    except self.ray.exceptions.RayError:  # died starting: its restart reports anew
+                        self.worker_nodes[index] = None
+        return len({n for n in self.worker_nodes.values() if isinstance(n, str)})
 
     def _restart_worker(self, index: int, *, culprit: int | None = None) -> None:
         """Kill worker `index`, start a new one, and put its episodes back in the queue. The

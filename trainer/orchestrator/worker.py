@@ -76,6 +76,12 @@ class RolloutWorker:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """The Ray node this worker runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def set_weights(self, version: int, weights: dict) -> int:
         """Store published weights ({"policy": state, "critic": state?}); episodes pick them
         up at their next turn. Returns the version stored."""
