@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from sandboxes.base import ExecResult, Mount, Sandbox, SandboxError, SandboxLimits, SandboxSpec
+from sandboxes.pool import SandboxPool, started_warm
 
 BACKENDS = {
     "local": "sandboxes.local:LocalSandbox",
@@ -22,8 +23,10 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxLimits",
+    "SandboxPool",
     "SandboxSpec",
     "make_sandbox",
+    "started_warm",
 ]
 
 
