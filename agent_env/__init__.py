@@ -4,7 +4,7 @@ Importing this package never imports torch, ray, docker or vllm.
 """
 
 from agent_env.checker import EnvCheckError, check_env
-from agent_env.env import SYSTEM_PROMPT, ToolEnv
+from agent_env.env import SYSTEM_PROMPT, SandboxCost, ToolEnv
 from agent_env.environments import needs_environment, prepare_environment, prepare_environments
 from agent_env.gold import gold_actions
 from agent_env.grading import GradeResult, GradingError, grade_patch, network_error, network_failure, sandbox_spec_for
@@ -16,6 +16,7 @@ __all__ = [
     "EnvCheckError",
     "GradeResult",
     "GradingError",
+    "SandboxCost",
     "ToolCall",
     "ToolCallError",
     "ToolEnv",

@@ -21,7 +21,7 @@ from typing import Any
 from agent_env.editor import ToolRunner
 from agent_env.grading import GradeResult, GradingError, grade_patch, sandbox_spec_for
 from agent_env.tools import ToolCallError, parse_tool_calls, tool_schemas
-from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
+from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox, started_warm
 from tasks import Task
 from tasks.spec import IGNORED_IN_WORKSPACE
 
@@ -59,6 +59,34 @@ class EpisodeStats:
     started: float = field(default_factory=time.monotonic)
 
 
+@dataclass
+class SandboxCost:
+    """Where an episode's time went on the sandbox's side, in seconds of the env's clock.
+
+    Summed over a step's episodes (`trainer.inference.cost`) these are the run's sandbox
+    cost; a forked env (a PATR branch) starts a cost of its own, so a tree's branches add
+    up to the tree's."""
+
+    start: str = ""
+    """How the agent's sandbox started: `cold` (started for this episode), `warm` (ready
+    from a `sandboxes.pool.SandboxPool`) or `fork` (forked from its parent branch)."""
+    start_seconds: float = 0.0
+    """From asking for the sandbox until the episode could begin (its base commit read)."""
+    tool_seconds: float = 0.0
+    """In the agent's tool calls (commands and file edits in the sandbox)."""
+    grading_seconds: float = 0.0
+    """Taking the final diff and grading it (hidden tests in a sandbox of their own), or
+    the control run that tells who broke a dead sandbox."""
+    lifetime_seconds: float = 0.0
+    """The agent's sandbox from asking for it to its close (final once the env is closed)."""
+
+    @property
+    def sandbox_seconds(self) -> float:
+        """Sandbox time used: the agent's sandbox's lifetime plus the grading time (the
+        grading sandboxes live within it, beside the agent's)."""
+        return self.lifetime_seconds + self.grading_seconds
+
+
 class ToolEnv:
     """One task's episode. Not thread-safe; fork it for branches."""
 
@@ -71,11 +99,14 @@ class ToolEnv:
         time_limit_s: float | None = None,
         max_output_chars: int = 4000,
         max_format_errors: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`max_format_errors`: end the episode (graded as it stands, `end="format_errors"`)
         after this many malformed replies in a row; None lets the agent retry until its
-        turns run out, as OpenHands and mini-swe-agent do."""
+        turns run out, as OpenHands and mini-swe-agent do. `clock` times the episode's
+        `cost` (and the rollout's timings of it): seconds, monotonic."""
         self.task = task
+        self.clock = clock
         self.max_format_errors = max_format_errors
         self.sandbox_factory = sandbox_factory or make_sandbox
         self.max_turns = max_turns or task.limits.max_turns
@@ -87,6 +118,9 @@ class ToolEnv:
         self._runner: ToolRunner | None = None
         self._base = ""
         self.stats = EpisodeStats()
+        self.cost = SandboxCost()
+        """This episode's sandbox time (`SandboxCost`); reset by `reset()`."""
+        self._opened: float | None = None  # when the agent's sandbox was asked for
         self.done = False
         self.transcript: list[dict[str, Any]] = []
         """Everything the agent saw and sent, as chat messages (observations as the agent saw them)."""
@@ -95,11 +129,16 @@ class ToolEnv:
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict[str, Any]]:
         """Start the episode in a fresh sandbox. `seed` is recorded; the env is deterministic."""
         self.close()
-        self.sandbox = self.sandbox_factory(sandbox_spec_for(self.task))
+        spec = sandbox_spec_for(self.task)
+        self.cost = SandboxCost()
+        self._opened = asked = self.clock()
+        self.sandbox = self.sandbox_factory(spec)
+        self.cost.start = "warm" if started_warm(self.sandbox) else "cold"
         self._runner = ToolRunner(
             self.sandbox, command_timeout=self.task.limits.command_timeout_s, max_output_chars=self.max_output_chars
         )
         head = self.sandbox.exec("git rev-parse --verify HEAD", fresh=True)
+        self.cost.start_seconds = self.clock() - asked
         self._base = head.output.strip()
         if head.exit_code != 0 or not self._base:
             raise SandboxError(f"task {self.task.id}: the workspace has no base commit: {head.output.strip()[:200]}")
@@ -139,13 +178,16 @@ class ToolEnv:
                 if call.name == "finish":
                     finished = True
                     break
+                began = self.clock()
                 try:
                     parts.append(self._runner.run(call))
                 except ToolCallError as exc:
                     self.stats.tool_errors += 1
                     parts.append(f"ERROR: {exc}")
                 except SandboxError as exc:
+                    self.cost.tool_seconds += self.clock() - began
                     return self._sandbox_died(info, exc)
+                self.cost.tool_seconds += self.clock() - began
             observation = "\n\n".join(parts)
         self.transcript.append({"role": "tool", "content": observation})
         if finished:
@@ -170,7 +212,10 @@ class ToolEnv:
         if self.sandbox is None or self._runner is None:
             raise RuntimeError(f"task {self.task.id}: fork() needs a started episode")
         child = copy.copy(self)
+        asked = self.clock()
         child.sandbox = self.sandbox.fork()
+        child.cost = SandboxCost(start="fork", start_seconds=self.clock() - asked)
+        child._opened = asked
         child._runner = copy.copy(self._runner)
         child._runner.sandbox = child.sandbox
         child._runner._history = copy.deepcopy(self._runner._history)
@@ -179,10 +224,19 @@ class ToolEnv:
         return child
 
     def close(self) -> None:
+        self._close_sandbox()
+
+    def _close_sandbox(self) -> None:
+        """Close the agent's sandbox (if open) and book its lifetime in `cost`."""
         if self.sandbox is not None:
-            self.sandbox.close()
-            self.sandbox = None
-            self._runner = None
+            try:
+                self.sandbox.close()
+            finally:
+                self.sandbox = None
+                self._runner = None
+                if self._opened is not None:
+                    self.cost.lifetime_seconds += self.clock() - self._opened
+                    self._opened = None
 
     def __enter__(self) -> ToolEnv:
         return self
@@ -208,12 +262,17 @@ class ToolEnv:
         return result.output if result.exit_code == 0 and not result.truncated else ""
 
     def _finish(self) -> tuple[float, dict[str, Any]]:
+        began = self.clock()
         try:
             patch = self.current_patch()
         except SandboxError as exc:
+            self.cost.grading_seconds += self.clock() - began
             return self._blame_broken_sandbox(exc)
         self.done = True
-        grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory)
+        try:
+            grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory)
+        finally:
+            self.cost.grading_seconds += self.clock() - began
         info = {
             "patch": patch,
             "resolved": grade.resolved,
@@ -236,15 +295,15 @@ class ToolEnv:
         starts and answers (the control), the agent broke it: reward 0, `agent_broke_sandbox`.
         If not, the backend itself is failing: a `SandboxError` for the caller to retry."""
         self.done = True
-        if self.sandbox is not None:
-            self.sandbox.close()
-            self.sandbox = None
-            self._runner = None
+        self._close_sandbox()
+        began = self.clock()
         try:
             with self.sandbox_factory(sandbox_spec_for(self.task)) as control:
                 answered = control.exec("true", timeout=30, fresh=True).exit_code == 0
         except (SandboxError, GradingError) as control_exc:
             raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox fails too: {control_exc}") from exc
+        finally:
+            self.cost.grading_seconds += self.clock() - began
         if not answered:
             raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox does not answer either") from exc
         info = {
