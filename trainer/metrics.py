@@ -3,8 +3,9 @@
 `metrics.jsonl` is the record (append-only, flushed every step, so a crash loses nothing
 already written); TensorBoard gets every numeric field of the same records under `train/`
 (and `reward_hack_blocked/<rule>` counts); `metrics.png` plots success rate, value loss,
-masked-token fractions, staleness, throughput and the learner's idle fraction, redrawn from
-the JSONL so it always matches it.
+masked-token fractions, staleness, throughput, the learner's idle fraction and the sandbox
+cost (sandbox-seconds, the share of episode time waiting on the sandbox vs the engine, cold
+vs warm starts: `trainer.inference.cost`), redrawn from the JSONL so it always matches it.
 
 With `run.tracker=wandb` or `run.tracker=mlflow` the same scalars also go to that experiment
 tracker (the `tracking` extra installs both), with the run's config logged once. Both stay
@@ -26,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from trainer.config import ConfigError
+from trainer.inference.cost import cost_summary, episode_cost
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +45,14 @@ PLOTTED = (
     ("staleness_mean", "staleness (versions behind the learner, mean per batch)"),
     ("tokens_per_s", "throughput (tokens/s)"),
     ("learner_idle_fraction", "learner idle fraction (since the first batch)"),
+    ("sandbox_seconds", "sandbox-seconds per step (agent sandboxes and grading)"),
+    (
+        ("sandbox_wait_fraction", "engine_wait_fraction"),
+        "share of episode wall time waiting on the sandbox / the engine",
+    ),
+    (("cold_starts", "warm_starts"), "sandbox starts per step: cold / warm (from the pool)"),
 )
+"""Panels of `metrics.png`: a field, or a tuple of fields drawn as lines of one panel."""
 
 
 class MetricsWriter:
@@ -211,15 +220,22 @@ def plot(metrics_path: Path, out: Path, summary: dict | None = None) -> Path:
     import matplotlib.pyplot as plt
 
     records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    panels = [(key, title) for key, title in PLOTTED if any(key in r for r in records)] or [("step", "no steps yet")]
+    panels = [
+        (keys, title)
+        for key, title in PLOTTED
+        if (keys := key if isinstance(key, tuple) else (key,)) and any(k in r for r in records for k in keys)
+    ] or [(("step",), "no steps yet")]
     evaluations = [(when, (summary or {}).get(f"eval_{when}")) for when in ("before", "after")]
     evaluations = [(when, result) for when, result in evaluations if result and result.get("by_turns")]
     rows = len(panels) + bool(evaluations)
     figure, axes = plt.subplots(rows, 1, figsize=(7, 2.0 * max(rows, 1)), squeeze=False)
     spans = phase_spans(records)
-    for index, (axis, (key, title)) in enumerate(zip(axes[:, 0], panels, strict=False)):
-        points = [(r["step"], r[key]) for r in records if key in r]
-        axis.plot([p[0] for p in points], [p[1] for p in points], marker=".")
+    for index, (axis, (keys, title)) in enumerate(zip(axes[:, 0], panels, strict=False)):
+        for key in keys:
+            points = [(r["step"], r[key]) for r in records if key in r]
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker=".", label=key)
+        if len(keys) > 1:
+            axis.legend(fontsize=7)
         axis.set_title(title, fontsize=9, pad=14 if spans and index == 0 else 6)
         axis.grid(alpha=0.3)
         shade_phases(axis, spans, names=index == 0)
@@ -291,7 +307,9 @@ def step_record(
 ) -> dict:
     """One line of `metrics.jsonl`: the learner's metrics, what the batch's episodes did
     (reward, success, turns, format errors, grading rules tripped, tokens, staleness;
-    episodes and success per task), how
+    episodes and success per task), what they cost (`trainer.inference.cost.cost_summary`:
+    sandbox-seconds, start, tool, grading, engine and wall seconds, cold/warm/fork starts,
+    the sandbox and engine wait fractions), how
     its rollouts were spread over its prompts (`rollouts_per_prompt_mean`/`_max`,
     `nonzero_variance_fraction`, `budget_spent`: see `schedule.allocation_metrics`), and the
     orchestrator's counters (drops, waits, retries, restarts, idle fraction)."""
@@ -313,6 +331,7 @@ def step_record(
             staleness_max=max(batch.staleness),
             episode_seconds=[t.episode_seconds for t in trajectories],
         )
+        out.update(cost_summary(episode_cost(t) for t in trajectories))
         by_task: dict[str, list[bool]] = {}
         for trajectory in trajectories:
             by_task.setdefault(trajectory.task_id, []).append(trajectory.resolved)

@@ -6,7 +6,8 @@ logprob the inference engine gave each of them, and the policy version that prod
 Plain lists, so trajectories cross process boundaries cheaply and need no torch.
 
 Beyond the tokens, every field is typed and has one writer: the rollout fills in the
-episode's outcome (`resolved` ... `reward_hack_blocked`) and, for PATR trees, the branch
+episode's outcome (`resolved` ... `reward_hack_blocked`), what it cost (`sandbox_start` ...
+`wall_seconds`, see `trainer.inference.cost`) and, for PATR trees, the branch
 (`branch_id`, `parent`, `branch_token`, `pruned`); the orchestrator's schedule fills in its
 bookkeeping (`trajectory_id` ... `staleness`). Nothing is passed through an untyped dict.
 """
@@ -49,6 +50,24 @@ class Trajectory:
     """Turns whose action could not be parsed as a tool call."""
     reward_hack_blocked: list[str] = field(default_factory=list)
     """Grading rules the agent's change tripped (each one scores 0; `agent_env.grading`)."""
+
+    # What the episode cost, written by the rollout (`trainer.inference.cost`). Seconds of
+    # the env's clock; a tree's branches each count their own part, so they add up to the tree.
+    sandbox_start: str = ""
+    """How the agent's sandbox started: `cold`, `warm` (from a warm pool) or `fork` (a PATR
+    branch forked from its parent)."""
+    sandbox_start_seconds: float = 0.0
+    """Waiting for the sandbox before the first turn (a start, a pool's hand-over, a fork)."""
+    tool_seconds: float = 0.0
+    """In the agent's tool calls, in the sandbox."""
+    grading_seconds: float = 0.0
+    """Taking the final diff and running the hidden tests."""
+    engine_seconds: float = 0.0
+    """Waiting on the engine for the policy's replies (queueing for it included)."""
+    sandbox_seconds: float = 0.0
+    """Sandbox time used: the agent's sandbox's lifetime plus the grading sandboxes' time."""
+    wall_seconds: float = 0.0
+    """The rollout's wall time for this trajectory (a tree's branch: its own turns)."""
 
     # PATR trees (`trainer.inference.rollout.tree`); defaults for linear episodes.
     branch_id: str = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agent_env import ToolEnv
+from trainer.inference.cost import record_sandbox_cost
 from trainer.inference.engines.base import Engine
 from trainer.inference.rollout.chat import ChatFormat
 from trainer.inference.rollout.turns import finish_trajectory, play_turn
@@ -21,7 +22,10 @@ def run_episode(
 ) -> Trajectory:
     """Play one episode; the env is closed afterwards. Infrastructure errors (sandbox,
     grading) propagate: a broken episode is the caller's to retry, never a reward of 0.
-    Turn `n` samples with seed `seed * 1000 + n`, so a seeded episode is reproducible."""
+    Turn `n` samples with seed `seed * 1000 + n`, so a seeded episode is reproducible.
+    The trajectory records what the episode cost (`trainer.inference.cost`), timed by the
+    env's clock from `reset` to the env's close."""
+    started = env.clock()
     try:
         observation, info = env.reset(seed=seed)
         trajectory = Trajectory(task_id=env.task.id)
@@ -41,6 +45,9 @@ def run_episode(
             turn += 1
             if played.outcome is not None:
                 finish_trajectory(trajectory, env, played.outcome)
-                return trajectory
+                break
     finally:
         env.close()
+    record_sandbox_cost(trajectory, env.cost)
+    trajectory.wall_seconds = env.clock() - started
+    return trajectory

@@ -19,6 +19,11 @@ linear episode in three places only: each branch's turns are seeded by branch
 the tree's shared budget, and a branch whose next observation would pass it ends
 (`tree_token_limit`); and trajectories record their branch fields.
 
+Each trajectory's cost (`trainer.inference.cost`) is its branch's own: the root's sandbox
+start or a child's fork, its turns (engine and tool time), its grading, and the scorer's
+time shared equally among the branches it rated; so a tree's trajectories add up to the
+tree, never counting a shared prefix twice.
+
 Every trajectory is a complete linear episode (root prompt to its end), records its
 `parent` branch and `branch_token` (the index where it left its parent), and is tagged with
 the tree's id as its `group_id`, so GRPO treats a tree as a group and SAO treats siblings
@@ -39,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from agent_env import ToolEnv
+from trainer.inference.cost import record_sandbox_cost
 from trainer.inference.engines.base import Engine
 from trainer.inference.rollout.chat import ChatFormat
 from trainer.inference.rollout.turns import Outcome, end_early, finish_trajectory, play_turn
@@ -159,9 +165,12 @@ def run_tree(
     marked `pruned`) and the tree's token accounting. Envs are closed on return."""
     if children < 2 or max_branches < 1 or expand_every < 1:
         raise ValueError("need children >= 2, max_branches >= 1 and expand_every >= 1")
+    clock = env.clock
+    started = clock()
     observation, info = env.reset(seed=seed)
     root = Trajectory(task_id=env.task.id, group_id=tree_id)
     root.extend(chat.prompt_ids(info["system_prompt"], observation, info["tools"]), policy=False)
+    root.wall_seconds = clock() - started
     branches = [Branch(id=f"{tree_id}/0", env=env, trajectory=root)]
     unique = len(root)
     pruned = 0
@@ -173,12 +182,21 @@ def run_tree(
         t = branch.trajectory
         t.branch_id, t.parent, t.branch_token = branch.id, branch.parent, branch.branch_token
         branch.env.close()
+        record_sandbox_cost(t, branch.env.cost)
+
+    def end_now(branch: Branch, reason: str) -> None:
+        """Prune `branch`: graded as it stands (its own time)."""
+        began = clock()
+        finish(branch, end_early(branch.env, reason))
+        branch.trajectory.pruned = True
+        branch.trajectory.wall_seconds += clock() - began
 
     try:
         while any(not b.done for b in branches):
             for branch in [b for b in branches if not b.done]:
                 # The turn a linear episode plays, with PATR's shared tree budget on top and
                 # a seed per branch, so siblings sample differently after a fork.
+                began = clock()
                 played = play_turn(
                     branch.env,
                     engine,
@@ -196,6 +214,7 @@ def run_tree(
                     branch.observations.append(played.observation)
                 if played.outcome is not None:
                     finish(branch, played.outcome)
+                branch.trajectory.wall_seconds += clock() - began
             turn += 1
             active = [b for b in branches if not b.done]
             if not active or turn % expand_every:
@@ -204,18 +223,20 @@ def run_tree(
             for branch in active:
                 reason = is_degenerate(branch)
                 if reason:
-                    finish(branch, end_early(branch.env, f"pruned:{reason}"))
-                    branch.trajectory.pruned = True
+                    end_now(branch, f"pruned:{reason}")
                     pruned += 1
             active = [b for b in branches if not b.done]
             if not active:
                 break
+            began = clock()
             scores = scorer.score(active)
+            share = (clock() - began) / len(active)  # the scorer's time, shared by what it rated
+            for branch in active:
+                branch.trajectory.wall_seconds += share
             ranked = sorted(zip(scores, range(len(active)), active, strict=True), key=lambda x: (-x[0], x[1]))
             for score, _, branch in ranked:
                 if score < prune_below and len(active) > 1:
-                    finish(branch, end_early(branch.env, "pruned:low_score"))
-                    branch.trajectory.pruned = True
+                    end_now(branch, "pruned:low_score")
                     pruned += 1
                     active.remove(branch)
             for score, _, branch in ranked:
@@ -224,6 +245,7 @@ def run_tree(
                 for _ in range(children - 1):
                     if len(branches) >= max_branches:
                         break
+                    began = clock()
                     child_env = branch.env.fork()
                     child = Branch(
                         id=f"{tree_id}/{len(branches)}",
@@ -234,6 +256,9 @@ def run_tree(
                         actions=list(branch.actions),
                         observations=list(branch.observations),
                     )
+                    # The child's cost is its own from here: what the parent spent is the parent's.
+                    child.trajectory.engine_seconds = 0.0
+                    child.trajectory.wall_seconds = clock() - began
                     branches.append(child)
     finally:
         for branch in branches:

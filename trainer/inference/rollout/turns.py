@@ -73,7 +73,8 @@ def play_turn(
 
     The reply gets at most `max_new_tokens`, and never takes the trajectory past
     `max_total_tokens`; with no room left the episode is ended (`token_limit`) without
-    sampling. `tree_room` is a PATR tree's shared budget (arXiv 2607.15610): the tokens the
+    sampling. The wait for the engine is added to `trajectory.engine_seconds` (env's clock).
+    `tree_room` is a PATR tree's shared budget (arXiv 2607.15610): the tokens the
     whole tree may still add, shared prefixes counted once. It caps the reply too, and when
     the observation would not fit after the reply, the branch ends (`tree_token_limit`)
     instead of appending it, so the tree never passes its budget. None for linear episodes.
@@ -83,6 +84,7 @@ def play_turn(
         budget = min(budget, tree_room)
     if budget <= 0:
         return Turn(None, None, 0, end_early(env, "token_limit"))
+    asked = env.clock()
     generation = engine.generate(
         [trajectory.token_ids],
         max_new_tokens=budget,
@@ -90,6 +92,7 @@ def play_turn(
         stop_token_ids=(chat.end_id,),
         seed=seed,
     )[0]
+    trajectory.engine_seconds += env.clock() - asked
     trajectory.extend(generation.token_ids, policy=True, logprobs=generation.logprobs, version=generation.version)
     spent = len(generation.token_ids)
     action = chat.decode(generation.token_ids)
