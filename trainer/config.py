@@ -130,6 +130,16 @@ class RolloutConfig(_Section):
     """Sampling temperature; the learner scores tokens at the same temperature."""
     tree: TreeConfig = Field(default_factory=TreeConfig)
     """PATR trees (`kind: tree`)."""
+    sandbox_pool: int = Field(default=0, ge=0)
+    """Warm pool: sandboxes each rollout worker keeps started ahead, per task (its image and
+    workspace), refilled in the background, so that an episode (and its grading) takes a
+    ready one instead of waiting for a start (`sandboxes.pool`; `python -m bench.pool`
+    measures the effect). Each is used once, never reused; all are closed at shutdown.
+    0: off, every sandbox starts when asked for (a cold start)."""
+    sandbox_pool_tasks: int = Field(default=8, gt=0)
+    """With `sandbox_pool`: the most tasks a worker keeps warm at once (those it ran most
+    recently; a task pushed out has its idle sandboxes closed), which bounds the idle
+    sandboxes at `sandbox_pool * sandbox_pool_tasks` per worker."""
 
 
 class SAPOConfig(_Section):

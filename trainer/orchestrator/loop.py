@@ -37,6 +37,8 @@ from trainer.orchestrator.schedule import Batch, EpisodeJob, EpisodeResult, Sche
 from trainer.orchestrator.worker import RolloutWorker
 
 logger = logging.getLogger(__name__)
+WORKER_CLOSE_S = 10.0
+"""How long shutdown waits for the workers to close their warm pools before killing them."""
 
 
 @dataclass
@@ -358,6 +360,13 @@ class Orchestrator:
         return max(0.0, 1.0 - self.counters.learner_busy_seconds / wall) if wall > 0 else 0.0
 
     def shutdown(self) -> None:
+        # Workers close their warm pools first (a few seconds at most), then are killed.
+        closing = [worker.close.remote() for worker in self.workers if worker is not None]
+        if closing:
+            try:
+                self.ray.wait(closing, num_returns=len(closing), timeout=WORKER_CLOSE_S)
+            except Exception as exc:  # noqa: BLE001 - best effort: a dead worker's sandboxes are reaped
+                logger.warning("closing the rollout workers' sandbox pools failed: %s", exc)
         for worker in self.workers:
             if worker is not None:
                 self.ray.kill(worker, no_restart=True)

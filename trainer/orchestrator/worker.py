@@ -52,6 +52,12 @@ class RolloutWorker:
         self.tasks = {task.id: task for task in tasks}  # loaded (and environments built) by the driver
         self.chat = ChatFormat(load_tokenizer(model))
         self.sandbox_factory = sandbox_factory or make_sandbox_factory(sandbox_backend)
+        self.pool = None
+        if settings.sandbox_pool > 0:  # warm starts: sandboxes started ahead, per task (sandboxes.pool)
+            from sandboxes import SandboxPool
+
+            self.pool = SandboxPool(self.sandbox_factory, settings.sandbox_pool, max_specs=settings.sandbox_pool_tasks)
+            self.sandbox_factory = self.pool
         self.engine = make_engine(engine, model, seed=seed)
         if not prefix_cache and hasattr(self.engine, "prefix_cache_size"):
             self.engine.prefix_cache_size = 0  # bitwise-reproducible runs: no cache-dependent numerics
@@ -81,6 +87,12 @@ class RolloutWorker:
         import ray
 
         return ray.get_runtime_context().get_node_id()
+
+    def close(self) -> None:
+        """Close the warm pool's idle sandboxes (the orchestrator calls it before it kills
+        the worker; a worker killed without it leaves what the reaper removes)."""
+        if self.pool is not None:
+            self.pool.close()
 
     def set_weights(self, version: int, weights: dict) -> int:
         """Store published weights ({"policy": state, "critic": state?}); episodes pick them
