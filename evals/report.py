@@ -12,7 +12,10 @@ out of every count and rate. Rates are shown over all counted instances (what th
 leaderboard reports) and over graded ones (errors excluded), each with a 95% Wilson score
 interval (`wilson_interval`). The report also lists every errored instance with its
 reason, and names the harness release and the per-(repository, version) specifications
-the run used (`run.json`'s `swebench_version` and `harness_specs`).
+the run used (`run.json`'s `swebench_version` and `harness_specs`), and where the time went
+(`sandbox_cost`: sandbox-seconds, starts cold or warm, seconds in the sandbox's start, the
+tool calls, grading and the engine, and the shares of wall time waiting on the sandbox and
+on the engine; `trainer.inference.cost`), over the instances that recorded it.
 
 Why Wilson and not Clopper-Pearson: both are sound for a binomial rate at the sizes runs
 have (tens to 500 instances) and near 0% or 100%, where the normal approximation's
@@ -29,6 +32,8 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
+
+from trainer.inference.cost import cost_summary
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +138,7 @@ def build_report(
         "by_repo": breakdown(results, "repo", flaky),
         "by_difficulty": breakdown(results, "difficulty", flaky),
         "graders": dict(Counter(r.get("grader") or "none" for r in results)),
+        "sandbox_cost": sandbox_cost(results, flaky),
         "errored_instances": errored_instances(results, flaky),
         "official_harness": harness or {},
         "quarantined_instances": (quarantine or {}).get("quarantined", []),
@@ -141,6 +147,45 @@ def build_report(
             r["instance_id"]: "quarantined" if r["instance_id"] in flaky else r["status"] for r in results
         },
     }
+
+
+def sandbox_cost(results: list[dict], quarantined: Iterable[str] = ()) -> dict:
+    """`cost_summary` of the counted instances that recorded a cost (`cost`), with how many
+    did (`instances`); empty when none did."""
+    quarantine = set(quarantined)
+    costs = [r["cost"] for r in results if r.get("cost") and r.get("instance_id") not in quarantine]
+    return {"instances": len(costs), **cost_summary(costs)} if costs else {}
+
+
+def _cost_lines(cost: dict) -> list[str]:
+    """The report's section on where the time went (nothing without a recorded cost)."""
+    if not cost:
+        return []
+    wall = cost["wall_seconds"]
+
+    def share(seconds: float) -> str:
+        return f"{_percent(seconds / wall)}%" if wall > 0 else ""
+
+    rows = [
+        (f"sandbox start (mean {cost['sandbox_start_seconds_mean']:.3f} s; {cost['cold_starts']} cold, "
+         f"{cost['warm_starts']} warm)", cost["sandbox_start_seconds"]),
+        ("tool calls in the sandbox", cost["tool_seconds"]),
+        ("grading (final diff and hidden tests)", cost["grading_seconds"]),
+        ("waiting on the engine", cost["engine_seconds"]),
+    ]  # fmt: skip
+    lines = [
+        "## Where the time went",
+        "",
+        f"Over the {cost['instances']} instance(s) that recorded it: {cost['wall_seconds']:.1f} s of episode "
+        f"wall time and {cost['sandbox_seconds']:.1f} sandbox-seconds (agent sandboxes and grading). Waiting "
+        f"on the sandbox: {_percent(cost['sandbox_wait_fraction'])}% of the wall time; on the engine: "
+        f"{_percent(cost['engine_wait_fraction'])}%.",
+        "",
+        "| part | seconds | share of wall time |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {seconds:.3f} | {share(seconds)} |" for name, seconds in rows]
+    return [*lines, ""]
 
 
 def quarantine_note(entry: dict) -> str:
@@ -209,6 +254,7 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
     harness = report.get("official_harness") or {}
     if harness.get("summary"):
         lines += [f"Official harness: {harness['summary']}", ""]
+    lines += _cost_lines(report.get("sandbox_cost") or {})
     if report.get("by_repo"):
         lines += _group_table("By repository", "repository", report["by_repo"])
     if report.get("by_difficulty"):

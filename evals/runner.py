@@ -43,6 +43,9 @@ class Attempt:
     """Seconds to produce the patch (for an agent: the episode, its final grading included)."""
     grade_s: float | None = None
     """Seconds of grading measured apart (oracles); None when it happened inside the episode."""
+    cost: dict = field(default_factory=dict)
+    """Where the time went (`trainer.inference.cost.episode_cost`: the sandbox's start, tool
+    calls, grading, the engine, sandbox-seconds, wall time); an oracle has only grading."""
 
 
 class Solver(Protocol):
@@ -74,6 +77,9 @@ class PatchSolver:
             started = time.monotonic()
             attempt.grade = grade_patch(task, attempt.patch, sandbox_factory=self.sandbox_factory)
             attempt.grade_s = round(time.monotonic() - started, 3)
+            # No episode: all of it is grading, in a sandbox of its own.
+            attempt.cost = {"grading_seconds": attempt.grade_s, "sandbox_seconds": attempt.grade_s,
+                            "wall_seconds": attempt.grade_s}  # fmt: skip
         return attempt
 
 
@@ -171,6 +177,7 @@ class AgentSolver:
         self.sandbox_factory = sandbox_factory
 
     def __call__(self, task: Task, index: int, *, grade: bool) -> Attempt:
+        from trainer.inference.cost import episode_cost
         from trainer.inference.rollout import run_episode
 
         env = RecordingEnv(
@@ -195,4 +202,5 @@ class AgentSolver:
             policy_tokens=trajectory.num_policy_tokens,
             end=trajectory.end,
             solve_s=round(time.monotonic() - started, 3),
+            cost=episode_cost(trajectory),
         )

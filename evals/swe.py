@@ -190,6 +190,7 @@ def _trajectory(task: Task, model: str, record: dict, attempt: Attempt | None, s
             "solve_s": attempt.solve_s if attempt else None,
             "grade_s": attempt.grade_s if attempt else None,
             "total_s": record["seconds"],
+            **({"cost": attempt.cost} if attempt and attempt.cost else {}),
         },
         "grade": None
         if grade is None
@@ -230,6 +231,8 @@ def attempt_instance(task: Task, index: int, solver: Solver, plan: GradePlan, mo
             end=attempt.end,
             resolved=False,
         )
+        if attempt.cost:
+            record["cost"] = attempt.cost
         if plan.kind == "project":
             record.update(_grade_fields(task, attempt))
     record["status"] = status_of(record)
