@@ -124,7 +124,7 @@ def _batch(trajectories):
 
 def _orchestrator():
     counters = SimpleNamespace(worker_restarts=0, hung_episodes=0)
-    return SimpleNamespace(counters=counters, running={}, learner_idle_fraction=lambda: 0.0)
+    return SimpleNamespace(counters=counters, running={}, learner_idle_fraction=lambda: 0.0, node_count=lambda: 1)
 
 
 def test_the_step_record_carries_the_steps_cost():
