@@ -45,6 +45,7 @@ import sys
 import tempfile
 import threading
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -183,6 +184,33 @@ def _teardown(proc: subprocess.Popen, root: Path, layers: list[_Layer], owner_pi
         layer.release()
 
 
+_spawners: dict[int, ThreadPoolExecutor] = {}
+_spawners_lock = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The threads that start bubblewrap, alive as long as this process. Its
+    --die-with-parent (PR_SET_PDEATHSIG) fires when the thread that forked it ends, not
+    the process: started from a passing thread (a pool's worker, shut down after the
+    start), a sandbox would be killed with it."""
+    with _spawners_lock:
+        pid = os.getpid()  # a forked child has the executor but not its threads: a new one
+        if pid not in _spawners:
+            _spawners.clear()
+            _spawners[pid] = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-spawner")
+        return _spawners[pid]
+
+
+def _abandon(info_w: int, spawned: Future) -> None:
+    """A bubblewrap started for a caller that gave up waiting (interrupted): killed."""
+    os.close(info_w)
+    if spawned.exception() is None:
+        proc = spawned.result()
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
 class _PipeTransport:
     """The supervisor's stdin and stdout, through bubblewrap."""
 
@@ -254,17 +282,22 @@ class LocalSandbox(SupervisedSandbox):
                     self._source = self._checked_workspace(spec.workspace)
             self._write_identity()
             info_r, info_w = os.pipe()
+            spawned = _spawner().submit(
+                subprocess.Popen,
+                self.bwrap_args(info_fd=info_w) + self._program(state),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                pass_fds=(info_w,),
+            )
             try:
-                self._proc = subprocess.Popen(
-                    self.bwrap_args(info_fd=info_w) + self._program(state),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    start_new_session=True,
-                    pass_fds=(info_w,),
-                )
-            finally:
-                os.close(info_w)
+                self._proc = spawned.result()
+            except BaseException:
+                os.close(info_r)
+                spawned.add_done_callback(functools.partial(_abandon, info_w))  # it may still start
+                raise
+            os.close(info_w)
         except BaseException:
             shutil.rmtree(self._root, ignore_errors=True)
             for layer in self._layers:

@@ -139,6 +139,18 @@ def test_deep_fork_chains_are_flattened(workspace, monkeypatch):
             sb.close()
 
 
+@pytest.mark.parametrize("layout", ["overlay", "copy"] if ROOT else ["copy"])
+def test_a_sandbox_outlives_the_thread_that_started_it(workspace, layout):
+    # bubblewrap's --die-with-parent is the death of the thread that forked it, not the process's.
+    box = []
+    starter = threading.Thread(target=lambda: box.append(LocalSandbox(SandboxSpec(workspace=workspace), layout=layout)))
+    starter.start()
+    starter.join()
+    with box[0] as sb:
+        time.sleep(0.2)
+        assert sb.exec("cat hello.txt").output == "hello\n"
+
+
 def test_copy_layout_runs_and_forks(workspace):
     """The layout used where the host is not root (and so no overlay, no own uid)."""
     with LocalSandbox(SandboxSpec(workspace=workspace), layout="copy") as sb:
