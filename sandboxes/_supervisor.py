@@ -115,6 +115,13 @@ CAP_LAST = 63
 SUPERVISOR_CAPS = (CAP_KILL, CAP_SETGID, CAP_SETUID, CAP_SETPCAP)
 PR_CAPBSET_DROP, PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER, PR_CAP_AMBIENT = 24, 4, 36, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
+# Idmapped mounts (linux/mount.h, linux/sched.h, fcntl.h). The syscall numbers are those of
+# the unified table, the same on x86_64 and aarch64 (and every architecture but alpha).
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC, AT_EMPTY_PATH, AT_FDCWD = 1, 0o2000000, 0x1000, -100
+MOVE_MOUNT_F_EMPTY_PATH = 4
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, MOUNT_ATTR_IDMAP = 0x1, 0x2, 0x4, 0x100000
+CLONE_NEWUSER = 0x10000000
 # A saved uid for the supervisor when commands run as root: no command's uid, so prlimit(2)
 # and friends (which compare real/saved uids) refuse them.
 SUPERVISOR_SAVED_UID = 65533
@@ -884,6 +891,9 @@ def _resolve_user(spec):
 def _mount_overlay(spec, target, owner):
     """Mount the sandbox's copy-on-write workspace (the local backend), its upper directory
     on the sandbox's own size-capped tmpfs (`spec["rw"]`, bubblewrap made it)."""
+    if spec.get("idmap"):
+        idmap = spec["idmap"]
+        _idmap_layers([spec["lower"][i] for i in idmap["layers"]], idmap["owner"], owner)
     upper, work = spec["rw"] + "/upper", spec["rw"] + "/work"
     for folder in (upper, work):
         os.makedirs(folder, exist_ok=True)
@@ -897,6 +907,82 @@ def _mount_overlay(spec, target, owner):
         work,
     )
     _libc_call("mount", b"overlay", target.encode(), b"overlay", 0, data.encode())
+
+
+def _idmap_layers(paths, on_disk, owner):
+    """Show each of `paths` (read-only layers the host shares among sandboxes, owned by
+    uid and gid `on_disk`) as owned by `owner` (the command user's uid, gid): an idmapped
+    mount of each (mount_setattr MOUNT_ATTR_IDMAP: Linux 5.12; overlayfs takes one as a
+    lower layer from 5.19), read-only, stacked on the bind it was cloned from. So a shared
+    layer reads as the sandbox's own files, as a private copy chowned to its uid would,
+    without the copy. The idmapping is a user namespace made for it alone that maps the one
+    id `on_disk` to the owner's (any other owner shows as the overflow id); it holds no
+    process once the mounts exist. Raises OSError where the kernel or the layers'
+    filesystem cannot (the host probes for that first and copies instead)."""
+    import ctypes
+    import struct
+
+    _libc_call("getpid")  # loads libc
+    syscall = _libc.syscall
+    syscall.restype = ctypes.c_long
+
+    def check(result, what):
+        if result < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+        return result
+
+    userns = _idmap_namespace(on_disk, owner)
+    try:
+        attr = struct.pack(
+            "QQQQ", MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0, 0, userns
+        )
+        for path in paths:
+            tree = check(
+                syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC), "open_tree"
+            )
+            try:
+                buffer = ctypes.create_string_buffer(attr, len(attr))
+                check(
+                    syscall(SYS_MOUNT_SETATTR, tree, b"", AT_EMPTY_PATH, buffer, ctypes.c_size_t(len(attr))),
+                    "mount_setattr (idmap)",
+                )
+                check(
+                    syscall(SYS_MOVE_MOUNT, tree, b"", AT_FDCWD, path.encode(), MOVE_MOUNT_F_EMPTY_PATH), "move_mount"
+                )
+            finally:
+                os.close(tree)
+    finally:
+        os.close(userns)
+
+
+def _idmap_namespace(on_disk, owner):
+    """An fd of a new user namespace whose one uid and gid `on_disk` are `owner` outside."""
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # holds the namespace open while the parent writes its maps and opens it
+        try:
+            os.close(ready_r)
+            os.close(done_w)
+            _libc_call("unshare", CLONE_NEWUSER)
+            os.write(ready_w, b"1")
+            os.read(done_r, 1)
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    os.close(done_r)
+    try:
+        if os.read(ready_r, 1) != b"1":
+            raise OSError(errno.EPERM, "could not make a user namespace for an idmapped layer")
+        for name, outside in (("uid_map", owner[0]), ("gid_map", owner[1])):
+            with open(f"/proc/{pid}/{name}", "w") as f:
+                f.write(f"{on_disk} {outside} 1\n")
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    finally:
+        os.close(ready_r)
+        os.close(done_w)  # the child reads end of file, and exits
+        os.waitpid(pid, 0)
 
 
 def _copy_in(source, target):

@@ -21,6 +21,13 @@ Two layouts:
   directory (what changed since the last fork or start), read from
   /proc/<supervisor>/root, into a new shared read-only layer; the workspace itself is
   never copied again (beyond MAX_LAYERS layers a fork flattens them into one).
+  The base layer (the workspace) is shared too, by every sandbox started from the same
+  workspace while any of them lives (`shared_base_available()`, the default where the
+  kernel allows): one read-only copy owned by SHARED_LAYER_OWNER, which each sandbox's
+  supervisor mounts idmapped, so that its files read as the sandbox's own uid's, as a
+  private copy chowned to it would (`_supervisor._idmap_layers`). Where idmapped mounts
+  are not available (before Linux 5.19, or a /tmp whose filesystem cannot be idmapped)
+  each sandbox copies the workspace into a base layer of its own, chowned to its uid.
 - "copy" (not root): bubblewrap in a user namespace, with no capability. The workspace is
   a tmpfs of `disk_bytes` at the workdir, filled by the supervisor from a read-only bind of
   the source (`spec.workspace`, or for a fork a host copy of the parent's workspace);
@@ -34,7 +41,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
+import logging
 import os
 import secrets
 import select
@@ -73,10 +82,14 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Sandbox uids: far above any real account's, one per sandbox family (a sandbox and its forks
 # share files, so they share a uid and hence an RLIMIT_NPROC budget).
 UID_BASE, UID_SPAN = 3_000_000, 1 << 24
+# The owner of shared base layers on the host: no account's and no sandbox's uid (those are
+# UID_BASE and up), so nothing outside the sandboxes' idmapped mounts can own their files.
+SHARED_LAYER_OWNER = UID_BASE - 1
 # Beyond this many stacked layers a fork flattens the workspace into one (the overlay
 # mount's option string is one page).
 MAX_LAYERS = 24
 READY_TIMEOUT_S = 30.0
+logger = logging.getLogger(__name__)
 
 Layout = Literal["overlay", "copy"]
 
@@ -130,22 +143,24 @@ def _copy_tree(src: Path, dst: Path) -> None:
 
 
 class _Layer:
-    """A read-only directory under sandboxes' workspaces; deleted when its last user closes."""
+    """A read-only directory under sandboxes' workspaces; deleted when its last user closes.
+    `shared`: owned by SHARED_LAYER_OWNER, mounted idmapped (a base layer of many families)."""
 
     _lock = threading.Lock()
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, shared: bool = False) -> None:
         self.path = path
+        self.shared = shared
         self.users = 0
         # Deleted at interpreter exit at the latest, even if a sandbox was never closed.
         self._finalizer = weakref.finalize(self, _remove_dir, path, os.getpid())
 
     @classmethod
-    def new(cls) -> _Layer:
+    def new(cls, shared: bool = False) -> _Layer:
         path = Path(tempfile.mkdtemp(prefix="sandbox-layer-"))
         reaper.write_owner_file(path)
         (path / "tree").mkdir()
-        return cls(path)
+        return cls(path, shared)
 
     @property
     def tree(self) -> Path:
@@ -156,12 +171,98 @@ class _Layer:
             self.users += 1
         return self
 
+    def acquire_if_alive(self) -> bool:
+        """Take a use of a layer that others use now; False once its last user has let go."""
+        with self._lock:
+            if self.users <= 0:
+                return False
+            self.users += 1
+            return True
+
     def release(self) -> None:
         with self._lock:
             self.users -= 1
             last = self.users == 0
         if last:
             self._finalizer()
+
+
+class _SharedBases:
+    """The shared base layers of this process, one per workspace state: built by the first
+    sandbox that starts from it, reused by every sandbox started while one of them lives."""
+
+    _lock = threading.Lock()
+    _entries: dict[tuple[str, str], tuple[threading.Lock, list[_Layer]]] = {}
+
+    @classmethod
+    def acquire(cls, workspace: Path | None) -> _Layer:
+        """A use of the shared base layer of `workspace` as it is now (built if needed)."""
+        key = (str(Path(workspace).resolve()) if workspace is not None else "", _tree_state(workspace))
+        with cls._lock:
+            for stale in [k for k, (_, held) in cls._entries.items() if held and held[0].users <= 0]:
+                del cls._entries[stale]
+            building, held = cls._entries.setdefault(key, (threading.Lock(), []))
+        with building:  # one copy per key, even when many sandboxes start at once
+            if held and held[0].acquire_if_alive():
+                return held[0]
+            layer = _Layer.new(shared=True)
+            try:
+                if workspace is not None:
+                    _copy_tree(Path(workspace), layer.tree)
+                owner = f"{SHARED_LAYER_OWNER}:{SHARED_LAYER_OWNER}"
+                _run(["chown", "-R", "--no-dereference", owner, str(layer.tree)], "chown workspace")
+            except BaseException:
+                layer.acquire().release()
+                raise
+            held[:] = [layer.acquire()]
+            return layer
+
+
+def _tree_state(root: Path | None) -> str:
+    """What tells one state of a folder from another without reading its files: the path,
+    type, mode, size, inode, mtime and ctime of everything in it (a changed file changes
+    its ctime)."""
+    if root is None:
+        return ""
+    parts = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in [".", *sorted(dirs), *sorted(files)]:
+            path = os.path.join(folder, name)
+            info = os.lstat(path)
+            parts.append(
+                f"{os.path.relpath(path, root)}\0{info.st_mode}\0{info.st_size}\0{info.st_ino}"
+                f"\0{info.st_mtime_ns}\0{info.st_ctime_ns}"
+            )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+_probe_lock = threading.Lock()
+_probed: list[bool] = []
+
+
+def shared_base_available() -> bool:
+    """Whether sandboxes here can share one base layer per workspace (the "overlay" layout
+    with idmapped lower layers): probed once, by starting such a sandbox and writing to a
+    file of its workspace as its uid."""
+    with _probe_lock:
+        if not _probed:
+            _probed.append(_probe_shared_base())
+        return _probed[0]
+
+
+def _probe_shared_base() -> bool:
+    if bwrap_available() is not None or default_layout() != "overlay":
+        return False
+    with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
+        Path(tmp, "probe.txt").write_text("a\n")
+        try:
+            with LocalSandbox(SandboxSpec(workspace=Path(tmp)), layout="overlay", share_base=True) as probe:
+                result = probe.exec("test -O probe.txt && echo b >> probe.txt && cat probe.txt", timeout=30)
+        except SandboxError as exc:
+            logger.info("sandboxes copy the workspace each (no shared base layer here: %s)", str(exc)[:300])
+            return False
+    return result.exit_code == 0 and result.output == "a\nb\n"
 
 
 def _remove_dir(path: Path, owner_pid: int) -> None:
@@ -248,7 +349,16 @@ class _PipeTransport:
 class LocalSandbox(SupervisedSandbox):
     """A sandbox on bubblewrap. See the module docstring for what is isolated and how."""
 
-    def __init__(self, spec: SandboxSpec, *, layout: Layout | None = None, _fork: dict | None = None) -> None:
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        *,
+        layout: Layout | None = None,
+        share_base: bool | None = None,
+        _fork: dict | None = None,
+    ) -> None:
+        """`share_base` (the "overlay" layout): start over the shared base layer of the
+        workspace (True) or a private copy (False); None: shared where the kernel allows."""
         reason = bwrap_available()
         if reason:
             raise SandboxError(reason)
@@ -262,12 +372,17 @@ class LocalSandbox(SupervisedSandbox):
         try:
             if self.layout == "overlay":
                 if _fork is not None:
-                    self.uid, self._layers, state = _fork["uid"], _fork["layers"], _fork["state"]
+                    self.uid, state = _fork["uid"], _fork["state"]
+                    self._layers = [layer.acquire() for layer in _fork["layers"]]
                 else:
                     self.uid = UID_BASE + secrets.randbelow(UID_SPAN)
-                    self._layers = [self._base_layer(spec.workspace)]
-                for layer in self._layers:
-                    layer.acquire()
+                    if share_base is None:
+                        share_base = shared_base_available()
+                    self._checked_workspace(spec.workspace)
+                    if share_base:
+                        self._layers = [_SharedBases.acquire(spec.workspace)]  # a use taken for us
+                    else:
+                        self._layers = [self._base_layer(spec.workspace).acquire()]
             else:
                 self.uid = os.getuid()
                 state = _fork["state"] if _fork is not None else None
@@ -367,6 +482,9 @@ class LocalSandbox(SupervisedSandbox):
                 "lower": [f"{LAYERS_IN_SANDBOX}/{i}" for i in range(len(self._layers))],
                 "rw": RW_IN_SANDBOX,
             }
+            shared = [i for i, layer in enumerate(self._layers) if layer.shared]
+            if shared:  # mounted idmapped: SHARED_LAYER_OWNER's files read as the sandbox's uid's
+                config["overlay"]["idmap"] = {"owner": SHARED_LAYER_OWNER, "layers": shared}
             config["user"] = {"uid": self.uid, "gid": self.uid}
         elif self._source is not None:
             config["copy_in"] = SOURCE_IN_SANDBOX

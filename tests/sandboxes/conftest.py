@@ -18,11 +18,14 @@ import pytest
 
 from sandboxes import Sandbox, SandboxSpec, make_sandbox
 from sandboxes.conformance import Harness
-from sandboxes.local import LocalSandbox, bwrap_available
+from sandboxes.local import LocalSandbox, bwrap_available, default_layout
 
 # "local-copy" is the local backend's layout where the host is not root (no overlay, no uid
 # of its own: the process cap rests on the supervisor's watchdog alone); checked here as root.
-BACKENDS = ["local", "local-copy", pytest.param("docker", marks=pytest.mark.docker)]
+# "local-private" is the overlay layout with a base layer of its own per sandbox (a chowned
+# copy of the workspace), what the local backend falls back to where idmapped mounts are not
+# available; plain "local" shares one base layer among sandboxes where they are.
+BACKENDS = ["local", "local-private", "local-copy", pytest.param("docker", marks=pytest.mark.docker)]
 
 
 def break_backend(sandbox: Sandbox) -> None:
@@ -79,10 +82,14 @@ def backend(request) -> str:
 def harness(backend: str, tmp_path: Path) -> Harness:
     if backend.startswith("local") and (problem := bwrap_available()) is not None:
         pytest.skip(f"local sandbox unavailable: {problem}")
+    if backend == "local-private" and default_layout() != "overlay":
+        pytest.skip("the overlay layout needs root")
 
     def make(spec: SandboxSpec) -> Sandbox:
         if backend == "local-copy":
             return LocalSandbox(spec, layout="copy")
+        if backend == "local-private":
+            return LocalSandbox(spec, layout="overlay", share_base=False)
         return make_sandbox(spec, backend)
 
     disks = []

@@ -139,6 +139,83 @@ def test_deep_fork_chains_are_flattened(workspace, monkeypatch):
             sb.close()
 
 
+needs_shared_base = pytest.mark.skipif(
+    not (ROOT and local.shared_base_available()), reason="shared base layers need root and idmapped mounts"
+)
+
+
+@needs_shared_base
+def test_sandboxes_of_one_workspace_share_one_base_layer_each_as_its_own(workspace):
+    (workspace / "run.sh").write_text("echo ran\n")
+    (workspace / "run.sh").chmod(0o755)
+    with make_sandbox(SandboxSpec(workspace=workspace)) as a, make_sandbox(SandboxSpec(workspace=workspace)) as b:
+        (base,) = a._layers
+        assert b._layers == [base] and base.shared and base.users == 2
+        assert a.uid != b.uid
+        for sb in (a, b):  # each sees the files as its own uid's, as a private chowned copy would
+            assert sb.exec("stat -c '%u %g %a' . hello.txt run.sh").output.split("\n")[:3] == [
+                f"{sb.uid} {sb.uid} 755",
+                f"{sb.uid} {sb.uid} 644",
+                f"{sb.uid} {sb.uid} 755",
+            ]
+        assert a.exec("echo a >> hello.txt && chmod 600 hello.txt && ./run.sh && rm run.sh").output == "ran\n"
+        assert b.read_file("hello.txt") == b"hello\n" and b.exec("./run.sh").output == "ran\n"
+        # Nothing reaches the shared copy: read-only, idmapped, and owned by no sandbox on the host.
+        assert a.exec("touch /opt/sandbox/l/0/x /opt/sandbox/l/0/hello.txt").exit_code != 0
+        mounts = Path(f"/proc/{a._sandbox_init_pid()}/mountinfo").read_text().splitlines()
+        assert [m for m in mounts if " /opt/sandbox/l/0 " in m and "idmapped" in m and " ro," in m]
+        info = (base.tree / "hello.txt").stat()
+        assert (info.st_uid, info.st_gid) == (local.SHARED_LAYER_OWNER,) * 2
+        assert (base.tree / "hello.txt").read_text() == "hello\n" and (base.tree / "run.sh").exists()
+        with a.fork() as child:  # the fork stacks a's changes, owned by a's uid, on the shared base
+            assert child._layers[-1] is base and not child._layers[0].shared
+            assert child.read_file("hello.txt") == b"hello\na\n" and child.exec("test -e run.sh").exit_code == 1
+            assert child.exec("stat -c %u hello.txt .").output == f"{a.uid}\n{a.uid}\n"
+    assert base.users == 0 and not base.path.exists()
+
+
+@needs_shared_base
+def test_a_changed_workspace_gets_a_new_base_layer(workspace):
+    with make_sandbox(SandboxSpec(workspace=workspace)) as first:
+        (workspace / "hello.txt").write_text("changed\n")
+        with make_sandbox(SandboxSpec(workspace=workspace)) as second:
+            assert second._layers[0] is not first._layers[0]
+            assert second.read_file("hello.txt") == b"changed\n"
+            assert first.read_file("hello.txt") == b"hello\n"  # a sandbox's copy is of its start
+
+
+@needs_shared_base
+def test_many_sandboxes_starting_at_once_copy_the_workspace_once(workspace, monkeypatch):
+    copies = []
+    real_copy = local._copy_tree
+    monkeypatch.setattr(local, "_copy_tree", lambda src, dst: copies.append(dst) or real_copy(src, dst))
+    opened = []
+    try:
+        threads = [
+            threading.Thread(target=lambda: opened.append(make_sandbox(SandboxSpec(workspace=workspace))))
+            for _ in range(6)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(opened) == 6 and len(copies) == 1
+        assert {sb._layers[0].path for sb in opened} == {copies[0].parent}
+        assert all(sb.read_file("hello.txt") == b"hello\n" for sb in opened)
+    finally:
+        for sb in opened:
+            sb.close()
+
+
+@needs_root
+def test_private_base_layers_are_still_there_for_hosts_without_idmapped_mounts(workspace):
+    spec = SandboxSpec(workspace=workspace)
+    with LocalSandbox(spec, share_base=False) as a, LocalSandbox(spec, share_base=False) as b:
+        assert a._layers[0] is not b._layers[0] and not a._layers[0].shared
+        assert (a._layers[0].tree / "hello.txt").stat().st_uid == a.uid
+        assert b.exec("stat -c %u hello.txt").output == f"{b.uid}\n"
+
+
 @pytest.mark.parametrize("layout", ["overlay", "copy"] if ROOT else ["copy"])
 def test_a_sandbox_outlives_the_thread_that_started_it(workspace, layout):
     # bubblewrap's --die-with-parent is the death of the thread that forked it, not the process's.
