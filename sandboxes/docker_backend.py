@@ -69,6 +69,10 @@ WORKSPACE_REPO = "agentic-rl/workspace"
 FORK_REPO = "agentic-rl/fork"
 READY_TIMEOUT_S = 60.0
 API_TIMEOUT_S = 120
+# Connections to the engine the process keeps open for reuse (the SDK's default is 10): one
+# per thread that starts, drives or closes a sandbox at once. Past it, every call of one
+# more thread opens a connection, uses it once and drops it with a warning.
+API_POOL_SIZE = 128
 # Errors that mean the engine, not the sandbox's command, failed.
 ENGINE_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException, OSError)
 
@@ -90,7 +94,7 @@ def client() -> docker.DockerClient:
     with _client_lock:
         if key not in _clients:
             try:
-                made = docker.from_env(timeout=API_TIMEOUT_S)
+                made = docker.from_env(timeout=API_TIMEOUT_S, max_pool_size=API_POOL_SIZE)
                 made.ping()
             except ENGINE_ERRORS as exc:
                 raise SandboxError(f"no Docker engine at {key or 'the default socket'}: {exc}") from exc
