@@ -632,6 +632,19 @@ class LocalSandbox(SupervisedSandbox):
         """The host pid of the sandbox's pid 1: its supervisor (bubblewrap `--as-pid-1`)."""
         return int(self._init_info["child-pid"])
 
+    @property
+    def host_pid(self) -> int:
+        """The host pid of this sandbox's bubblewrap: the root of its process tree on the host."""
+        return self._proc.pid
+
+    def footprint(self) -> tuple[list[Path], Path]:
+        """Where this sandbox's files live, seen from the host (for measuring them, as
+        bench.density does): the read-only layer folders it stacks (shared with its forks;
+        none in the "copy" layout) and its writable tmpfs (the overlay's upper directory's,
+        or the "copy" layout's workspace)."""
+        writable = RW_IN_SANDBOX if self.layout == "overlay" else self.spec.workdir
+        return [layer.path for layer in self._layers], Path(f"/proc/{self._sandbox_init_pid()}/root{writable}")
+
     def close(self) -> None:
         self._finalizer()
         self._finalizer_info()
