@@ -672,8 +672,8 @@ def main() -> None:
         "leaks after close, and the largest N held without errors. Baseline: N=1 in the same run; "
         "figures at N are also ratios to it; arms run in turn at each N. Then a projection (not a "
         "measurement) of a 1000-sandbox run at the rates of N=1 and of the largest clean N. Takes "
-        "about 1 minute for the local backend and 1 more with docker on 2 cores (more with "
-        "--arms local,local-private,local-copy,docker: about 2 minutes).",
+        "about 75 s on 2 cores with docker (the docker arm is most of it; about 30 s without), "
+        "about 2 minutes with --arms local,local-private,local-copy,docker.",
         "python -m bench.density --sizes 1,8,32 --arms local,docker --json /tmp/density.json",
     )
     sizes = sorted({int(s) for s in args.sizes.split(",")})
