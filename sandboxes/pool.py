@@ -174,19 +174,15 @@ class _State:
 class SandboxPool:
     """A sandbox factory with `size` ready-started sandboxes per recently requested spec.
 
-    `factory` makes the sandboxes (default: the local backend's `make_sandbox`); `size` 0 is
+    `factory` makes the sandboxes (e.g. `sandboxes.make_sandbox`); `size` 0 is
     a plain pass-through (no thread, every start cold). Use as a context manager, or call
     `close()`. Thread-safe."""
 
-    def __init__(self, factory: Factory | None = None, size: int = 1, *, max_specs: int = 8) -> None:
+    def __init__(self, factory: Factory, size: int = 1, *, max_specs: int = 8) -> None:
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"sandbox pool size must be a whole number >= 0 (0: no pool), got {size!r}")
         if not isinstance(max_specs, int) or max_specs < 1:
             raise ValueError(f"sandbox pool max_specs must be >= 1, got {max_specs!r}")
-        if factory is None:
-            from sandboxes import make_sandbox
-
-            factory = make_sandbox
         self.size, self.max_specs = size, max_specs
         self._state = _State(factory, size, max_specs)
         self._close_timeout = 60.0

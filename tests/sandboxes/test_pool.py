@@ -190,7 +190,7 @@ def test_size_zero_is_a_plain_factory_and_a_bad_size_is_one_line():
         assert not started_warm(sandbox) and len(made) == 1 and pool.counts["cold_starts"] == 1
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError) as error:
-            SandboxPool(size=bad)
+            SandboxPool(make_sandbox, size=bad)
         assert str(error.value) == f"sandbox pool size must be a whole number >= 0 (0: no pool), got {bad!r}"
 
 
@@ -203,9 +203,9 @@ def test_ctrl_c_leaves_no_sandbox_behind(workspace, tmp_path):
     script = textwrap.dedent(
         f"""
         import os, signal, sys
-        from sandboxes import SandboxPool, SandboxSpec
+        from sandboxes import SandboxPool, SandboxSpec, make_sandbox
         spec = SandboxSpec(workspace={str(workspace)!r})
-        pool = SandboxPool(size=2)
+        pool = SandboxPool(make_sandbox, size=2)
         in_use = pool(spec)
         assert pool.wait_ready(spec, timeout=120)
         print(len([n for n in os.listdir({str(folder)!r}) if not n.startswith("sandbox-layer-")]), flush=True)

@@ -391,7 +391,9 @@ def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
         # every start otherwise); a RAY_AUTH_MODE set by the user is left as it is.
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         cpus = max(os.cpu_count() or 1, workers)  # logical slots; the episodes mostly wait on sandboxes
-        ray.init(num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
+        # address="local": always a new Ray of this run's own, never a cluster that happens to
+        # run on this machine (ray.init() with no address would join the newest one).
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
     return True
 
 
