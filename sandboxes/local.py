@@ -302,14 +302,16 @@ def _spawner() -> ThreadPoolExecutor:
         return _spawners[pid]
 
 
-def _abandon(info_w: int, spawned: Future) -> None:
-    """A bubblewrap started for a caller that gave up waiting (interrupted): killed."""
+def _abandon(info_w: int, root: Path, spawned: Future) -> None:
+    """A bubblewrap started for a caller that gave up waiting (interrupted): killed, and its
+    folder removed again (the caller's removal may have raced the sandbox writing into it)."""
     os.close(info_w)
     if spawned.exception() is None:
         proc = spawned.result()
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
+    shutil.rmtree(root, ignore_errors=True)
 
 
 class _PipeTransport:
@@ -410,7 +412,7 @@ class LocalSandbox(SupervisedSandbox):
                 self._proc = spawned.result()
             except BaseException:
                 os.close(info_r)
-                spawned.add_done_callback(functools.partial(_abandon, info_w))  # it may still start
+                spawned.add_done_callback(functools.partial(_abandon, info_w, self._root))  # it may still start
                 raise
             os.close(info_w)
         except BaseException:

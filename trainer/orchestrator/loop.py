@@ -115,11 +115,14 @@ class Orchestrator:
             self._start_worker(index)
 
     # -- workers ------------------------------------------------------------------------------
-    def _start_worker(self, index: int) -> None:
+    def _start_worker(self, index: int, restart: bool = False) -> None:
         config, spec = self.config, self.spec
         slots = config.episodes_per_worker
         actor = self.ray.remote(
-            num_cpus=0, num_gpus=spec.gpus, max_concurrency=slots + 2, scheduling_strategy=self._worker_placement(index)
+            num_cpus=0,
+            num_gpus=spec.gpus,
+            max_concurrency=slots + 2,
+            scheduling_strategy=self._worker_placement(index, restart),
         )(RolloutWorker)
         self.workers[index] = actor.remote(
             index=index,
@@ -137,16 +140,26 @@ class Orchestrator:
             self.workers[index].set_weights.remote(self.version, self.weights_ref)
         self.worker_nodes[index] = self.workers[index].node.remote()
 
-    def _worker_placement(self, index: int):
-        """Where worker `index` goes: on a cluster, the alive nodes in turn (soft: a node that
-        cannot take it, e.g. one without GPUs, or that died, leaves it to any other), so the
-        workers and their sandboxes spread over every node instead of packing the first."""
-        nodes = sorted(node["NodeID"] for node in self.ray.nodes() if node["Alive"])
+    def _worker_placement(self, index: int, restart: bool = False):
+        """Where worker `index` goes: on a cluster, the alive nodes with the GPUs it needs, in
+        turn, so the workers and their sandboxes spread over every node instead of packing the
+        first. Pinned at the
+        first start (a soft affinity fell back to the driver's node on busy machines, packing
+        every worker there); soft for a restart, which must land on any alive node (the node
+        it names may be the one that just died)."""
+        gpus = self.spec.gpus  # only nodes that can hold the worker (a CPU head cannot hold a vLLM one)
+        nodes = sorted(
+            node["NodeID"]
+            for node in self.ray.nodes()
+            if node["Alive"] and node.get("Resources", {}).get("GPU", 0) >= gpus
+        )
         if len(nodes) < 2:
             return "DEFAULT"
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        return NodeAffinitySchedulingStrategy(node_id=nodes[index % len(nodes)], soft=True)
+        node = nodes[index % len(nodes)]
+        logger.info("rollout worker %d: node %s (%d alive)", index, node[:8], len(nodes))
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=restart)
 
     def node_count(self) -> int:
         """Distinct Ray nodes the rollout workers run on (workers still starting not counted)."""
@@ -175,7 +188,7 @@ class Orchestrator:
             reap()
         except Exception as exc:  # noqa: BLE001 - reaping is best effort; the run goes on
             logger.warning("reaping after a worker restart failed: %s", exc)
-        self._start_worker(index)
+        self._start_worker(index, restart=True)
 
     def publish(self, version: int, *, wait: bool = False) -> None:
         """Send the learner's current weights to every worker (by reference: one copy in
