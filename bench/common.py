@@ -80,3 +80,13 @@ def kept_runs(out: Path) -> str:
         f"runs so far ({', '.join(runs) or 'none'}; unfinished ones resume from their newest checkpoint) "
         f"kept in {out}; run the same command again to continue"
     )
+
+
+def docker_problem() -> str | None:
+    """Why the docker arm of a bench cannot run (no SDK, no engine, no base image), or None."""
+    try:
+        from sandboxes.docker_backend import docker_available
+
+        return docker_available()
+    except ImportError as exc:
+        return f"the docker SDK is not installed: {exc}"

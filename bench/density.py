@@ -51,7 +51,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.common import RESULTS, percentile, report
+from bench.common import RESULTS, docker_problem, percentile, report
 
 SIZES = (1, 8, 32, 128)
 IDLE_S = 2.0
@@ -554,12 +554,7 @@ def _arms(names: list[str]) -> tuple[list[Arm], dict[str, str]]:
         elif name == "local-copy":
             arms.append(local_arm(name, layout="copy"))
         elif name == "docker":
-            try:
-                from sandboxes.docker_backend import docker_available
-
-                problem = docker_available()
-            except ImportError as exc:
-                problem = f"the docker SDK is not installed: {exc}"
+            problem = docker_problem()
             if problem:
                 skipped[name] = problem
             else:

@@ -26,7 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agent_env import ToolEnv, gold_actions, sandbox_spec_for
-from bench.common import RESULTS, percentile, report
+from bench.common import RESULTS, docker_problem, percentile, report
 from sandboxes import SandboxPool, make_sandbox
 from tasks import Task, builtin_tasks
 
@@ -145,12 +145,7 @@ def main() -> None:
     backends = ["local", "docker"] if args.backend == "auto" else [args.backend]
     for backend in backends:
         if backend == "docker":
-            try:
-                from sandboxes.docker_backend import docker_available
-
-                problem = docker_available()
-            except ImportError as exc:
-                problem = f"the docker SDK is not installed: {exc}"
+            problem = docker_problem()
             if problem:
                 figures["docker_skipped"] = problem
                 continue

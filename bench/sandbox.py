@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from bench.common import arguments, percentile, report
+from bench.common import arguments, docker_problem, percentile, report
 from sandboxes import SandboxSpec, make_sandbox
 from sandboxes.local import LocalSandbox
 
@@ -213,12 +213,7 @@ def main() -> None:
         print("preparing a 50 MB workspace in 5,000 files ...", flush=True)
         big = _workspace(Path(tmp) / "big", files=5000, total_bytes=50 * 1024 * 1024)
         figures |= bench_local(small, big)
-        try:
-            from sandboxes.docker_backend import docker_available
-
-            problem = docker_available()
-        except ImportError as exc:
-            problem = f"the docker SDK is not installed: {exc}"
+        problem = docker_problem()
         if problem:
             figures["docker_skipped"] = problem
         else:

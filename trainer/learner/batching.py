@@ -155,21 +155,20 @@ def prepare(
     With `tree`, each micro-batch is also a packed prefix tree (`trainer.learner.tree`): the
     rank's share keeps sequences with shared prefixes together (`prefix_share`) and the
     budget counts packed tokens (`pack_by_prefix`)."""
-    micro_batches = []
+    share = prefix_share([t.token_ids for t in trajectories]) if tree else rank_share(len(trajectories))
+    local = [trajectories[i] for i in share]
     if tree:
-        share = prefix_share([t.token_ids for t in trajectories])
-        local = [trajectories[i] for i in share]
-        for group in pack_by_prefix([t.token_ids for t in local], token_budget):
-            rows = [local[i] for i in group]
-            tensors = padded_batch(rows, pad_id, device)
-            packed = tree_tensors(build_prefix_tree([t.token_ids for t in rows]), tensors["input_ids"].shape[1], device)
-            micro_batches.append(MicroBatch([share[i] for i in group], rows, {**tensors, **packed}))
+        groups = pack_by_prefix([t.token_ids for t in local], token_budget)
     else:
-        share = rank_share(len(trajectories))
-        local = [trajectories[i] for i in share]
-        for group in pack_by_tokens([len(t) for t in local], token_budget):
-            rows = [local[i] for i in group]
-            micro_batches.append(MicroBatch([share[i] for i in group], rows, padded_batch(rows, pad_id, device)))
+        groups = pack_by_tokens([len(t) for t in local], token_budget)
+    micro_batches = []
+    for group in groups:
+        rows = [local[i] for i in group]
+        tensors = padded_batch(rows, pad_id, device)
+        if tree:
+            tree_of_rows = build_prefix_tree([t.token_ids for t in rows])
+            tensors |= tree_tensors(tree_of_rows, tensors["input_ids"].shape[1], device)
+        micro_batches.append(MicroBatch([share[i] for i in group], rows, tensors))
     count = int(distributed.all_reduce(len(micro_batches), "max"))
     micro_batches += [MicroBatch([], [], empty_batch(pad_id, device))] * (count - len(micro_batches))
     totals = Totals(

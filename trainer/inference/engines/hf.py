@@ -85,7 +85,7 @@ class HFEngine:
         self.prefix_cache_size = prefix_cache_size
         self._prefixes: OrderedDict[tuple[int, ...], object] = OrderedDict()
         self.prompt_tokens = 0
-        """Prompt tokens seen by single-prompt generations."""
+        """Prompt tokens seen by generations that reuse cached prefixes (the prefix cache on)."""
         self.reused_tokens = 0
         """Of those, tokens whose keys and values came from the prefix cache."""
         # transformers 5 renamed the KV-cache argument and output `past_key_values` -> `cache`.
@@ -150,9 +150,7 @@ class HFEngine:
             generators = [torch.Generator().manual_seed(s) if s is not None else None for s in seeds]
             if len(prompts) == 1:
                 generator = generators[0]
-        if len(prompts) == 1 and self.prefix_cache_size:
-            return [self._generate_reusing_prefix(prompts[0], max_new_tokens, temperature, stop_token_ids, generator)]
-        if self.prefix_cache_size:
+        if self.prefix_cache_size:  # one prompt or many: each from its longest cached prefix
             decode = Decode(self, temperature=temperature, stop_token_ids=stop_token_ids, generator=generator)
             rows = [
                 decode.add(prompt, max_new_tokens, generators[i] if seeds is not None else None)
@@ -218,37 +216,6 @@ class HFEngine:
             return 0, None
         self._prefixes.move_to_end(best)
         return len(best), copy.deepcopy(self._prefixes[best])
-
-    def _generate_reusing_prefix(
-        self, prompt: list[int], max_new_tokens: int, temperature: float, stop_token_ids, generator
-    ) -> Generation:
-        device = next(self.model.parameters()).device
-        start, past = self._lookup(prompt)
-        self.prompt_tokens += len(prompt)
-        self.reused_tokens += start
-        feed = torch.tensor([prompt[start:]], device=device)
-        position = start
-        tokens: list[int] = []
-        logprobs: list[float] = []
-        for _ in range(max_new_tokens):
-            positions = torch.arange(position, position + feed.shape[1], device=device).unsqueeze(0)
-            out = self.model(input_ids=feed, position_ids=positions, use_cache=True, **{self._cache_name: past})
-            past = out[self._cache_name]
-            position += feed.shape[1]
-            logits = out.logits[0, -1].float().cpu()
-            sampled, chosen = _sample(logits.unsqueeze(0), temperature, generator, self.banned_token_ids)
-            token = int(sampled[0])
-            tokens.append(token)
-            logprobs.append(float(chosen[0]))
-            if token in stop_token_ids:
-                break
-            feed = torch.tensor([[token]], device=device)
-        # The cache now holds the prompt and every sampled token but the last (never fed).
-        self._prefixes[tuple(prompt + tokens[:-1])] = past
-        while len(self._prefixes) > self.prefix_cache_size:
-            self._prefixes.popitem(last=False)
-        finish = "stop" if tokens and tokens[-1] in stop_token_ids else "length"
-        return Generation(tokens, logprobs, self.version, finish)
 
 
 def _sample_each(
