@@ -140,7 +140,7 @@ class RolloutWorker:
     def run(self, job: EpisodeJob) -> EpisodeResult:
         from agent_env import GradingError, ToolEnv
         from sandboxes import SandboxError
-        from trainer.inference.rollout import run_episode, run_tree
+        from trainer.inference.rollout import run_episode, run_tree, training_reward
 
         started = time.monotonic()
         task = self.tasks.get(job.task_id)
@@ -179,6 +179,9 @@ class RolloutWorker:
             return EpisodeResult(
                 job.job_id, error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - started, worker=self.index
             )
+        if s.format_error_reward is not None:
+            for trajectory in trajectories:
+                trajectory.reward = training_reward(trajectory, s.format_error_reward)
         return EpisodeResult(job.job_id, trajectories, seconds=time.monotonic() - started, worker=self.index)
 
     def _scorer(self, engine, pinned: int | None):

@@ -118,3 +118,13 @@ def finish_trajectory(trajectory: Trajectory, env: ToolEnv, outcome: Outcome) ->
     trajectory.end = outcome.info.get("end")
     trajectory.patch = outcome.info.get("patch", "")
     trajectory.reward_hack_blocked = list(outcome.info.get("reward_hack_blocked", ()))
+
+
+def training_reward(trajectory: Trajectory, format_error_reward: float) -> float:
+    """The reward RL trains on: the grade, capped at `format_error_reward` for an episode that
+    ended on malformed replies (`end == "format_errors"`; `rollout.format_error_reward`): an
+    agent must end by calling `finish`, not by slipping into garbage after its edit. A cap,
+    never a raise: no setting lets a failed episode earn more than its grade."""
+    if trajectory.end == "format_errors":
+        return min(trajectory.reward, format_error_reward)
+    return trajectory.reward
