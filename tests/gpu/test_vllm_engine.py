@@ -31,7 +31,9 @@ def engine(tiny_folder):
     pytest.importorskip("vllm")
     from trainer.inference.engines.vllm import VLLMEngine
 
-    return VLLMEngine(str(tiny_folder), dtype="float32", gpu_memory_utilization=0.2, max_model_len=2048)
+    return VLLMEngine(
+        str(tiny_folder), dtype="float32", gpu_memory_utilization=0.2, max_model_len=2048, enable_sleep_mode=True
+    )
 
 
 def test_vllm_logprobs_match_the_learner(engine, tiny_folder):
@@ -54,9 +56,27 @@ def test_vllm_weight_update_changes_outputs_and_version(engine):
     engine.load_weights(load_policy("tiny", seed=1).state_dict(), version=1)
     after = engine.generate([[5, 6, 7]], max_new_tokens=8, temperature=0.0)[0]
     assert after.version == 1 and after.token_ids != before
-    engine.sleep()
-    engine.wake_up()
+    engine.sleep(level=1)  # weights backed up in CPU memory
+    engine.wake()
     assert engine.generate([[5, 6, 7]], max_new_tokens=8, temperature=0.0)[0].token_ids == after.token_ids
+
+
+def test_vllm_sleeps_and_wakes_with_the_learners_weights(engine):
+    """BiDiRL's hot switch on a GPU: a level-2 sleep discards weights and KV cache; waking with
+    a state loads it (any version) and generates what the engine generated with it before."""
+    from trainer.inference.engines import EngineAsleepError
+    from trainer.inference.models import load_policy
+
+    state = load_policy("tiny", seed=2).state_dict()
+    engine.load_weights(state, version=engine.version + 1)
+    version = engine.version
+    before = engine.generate([[5, 6, 7]], max_new_tokens=8, temperature=0.0)[0].token_ids
+    engine.sleep()
+    with pytest.raises(EngineAsleepError, match="wake"):
+        engine.generate([[5, 6, 7]], max_new_tokens=8, temperature=0.0)
+    engine.wake(state, version)
+    after = engine.generate([[5, 6, 7]], max_new_tokens=8, temperature=0.0)[0]
+    assert after.token_ids == before and after.version == version
 
 
 def test_fsdp2_nccl_and_bf16_on_one_gpu(tmp_path):

@@ -81,6 +81,9 @@ class EpisodeResult:
     """Non-empty for an infrastructure failure: the job is retried, never scored."""
     seconds: float = 0.0
     worker: int = -1
+    refused: bool = False
+    """The worker turned the job away unstarted (it was asleep: lent to the learner, BiDiRL's
+    hot switch); with `error` set. It goes back to the queue without using an attempt."""
 
 
 @dataclass
@@ -370,7 +373,7 @@ class Schedule:
         job = self.jobs[result.job_id]
         self.running.discard(job.job_id)
         if result.error:
-            return self.fail(job.job_id)
+            return self.fail(job.job_id, blame=not result.refused)
         for index, trajectory in enumerate(result.trajectories):
             trajectory.trajectory_id = str(job.job_id) if len(result.trajectories) == 1 else f"{job.job_id}.{index}"
             trajectory.family = job.family
@@ -382,8 +385,8 @@ class Schedule:
 
     def fail(self, job_id: int, *, blame: bool = True) -> str:
         """An infrastructure failure of a job: requeue it (same seed) or, after
-        `max_attempts`, drop it. `blame=False` (it ran beside a crashed job) does not count
-        as an attempt."""
+        `max_attempts`, drop it. `blame=False` (it ran beside a crashed job, or a sleeping
+        worker refused it) does not count as an attempt."""
         job = self.jobs[job_id]
         self.running.discard(job_id)
         if blame:

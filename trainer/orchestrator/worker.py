@@ -13,10 +13,22 @@ keeps the last few versions for it.
 
 Infrastructure failures (the sandbox died, grading failed) come back as an error result
 for the orchestrator to retry; they are never scored 0.
+
+Hot switch (BiDiRL, arXiv 2607.09207): an idle worker can be put to sleep (`sleep`) so its
+resource unit serves a learner rank, and woken (`wake`) with the current weights when the
+unit comes back. Sleeping frees the engine's weights and caches (vLLM's sleep mode on a
+GPU, `HFEngine.sleep` here), the engines kept for older pinned versions and the critic copy.
+A worker sleeps only when no episode runs on it: BiDiRL's scheduler lends idle units, and an
+episode cut in half would be lost work (a drain is the scheduler's to wait for: it stops
+sending jobs and waits for their results). A job that reaches a sleeping worker anyway is
+turned away unstarted (`EpisodeResult.refused`), and the schedule requeues it without using
+an attempt: it is neither lost nor played twice.
 """
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 import threading
 import time
@@ -24,6 +36,12 @@ from collections import OrderedDict
 
 from trainer.config import RolloutConfig
 from trainer.orchestrator.schedule import EpisodeJob, EpisodeResult
+
+logger = logging.getLogger(__name__)
+
+
+class WorkerBusyError(RuntimeError):
+    """`sleep` was asked of a worker with episodes in flight."""
 
 
 class RolloutWorker:
@@ -41,7 +59,10 @@ class RolloutWorker:
         prefix_cache: bool = True,
         sandbox_factory=None,
         weights_timeout_s: float = 600.0,
+        sleep_mode: bool = False,
     ) -> None:
+        """`sleep_mode`: build an engine that can `sleep` (vLLM needs it at construction,
+        `enable_sleep_mode`; the hf engine always can)."""
         from trainer.build import sandbox_factory as make_sandbox_factory
         from trainer.inference.engines import make_engine
         from trainer.inference.models import load_tokenizer
@@ -58,7 +79,7 @@ class RolloutWorker:
 
             self.pool = SandboxPool(self.sandbox_factory, settings.sandbox_pool, max_specs=settings.sandbox_pool_tasks)
             self.sandbox_factory = self.pool
-        self.engine = make_engine(engine, model, seed=seed)
+        self.engine = make_engine(engine, model, seed=seed, sleep_mode=sleep_mode)
         if not prefix_cache and hasattr(self.engine, "prefix_cache_size"):
             self.engine.prefix_cache_size = 0  # bitwise-reproducible runs: no cache-dependent numerics
         self.engine.version = -1  # nothing published yet: the first weights always load
@@ -77,6 +98,9 @@ class RolloutWorker:
         """Batches concurrent episodes' turns (None: one turn at a time under the lock; runs
         that must be bitwise reproducible, and engines without per-row seeds)."""
         self.weights_timeout_s = weights_timeout_s
+        self._active = 0
+        """Episodes in `run` now (read and changed under the lock)."""
+        self._asleep = False
 
     # -- control --------------------------------------------------------------------------
     def pid(self) -> int:
@@ -96,13 +120,70 @@ class RolloutWorker:
 
     def set_weights(self, version: int, weights: dict) -> int:
         """Store published weights ({"policy": state, "critic": state?}); episodes pick them
-        up at their next turn. Returns the version stored."""
+        up at their next turn. Returns the version stored. A sleeping worker keeps only the
+        newest version it was sent (for `wake`): nothing can play an older pinned one on it."""
         with self._lock:
             self._weights[version] = weights
-            while len(self._weights) > self.keep_versions:
+            while len(self._weights) > (1 if self._asleep else self.keep_versions):
                 self._weights.popitem(last=False)
             self._arrived.notify_all()
         return version
+
+    # -- hot switch (BiDiRL) ----------------------------------------------------------------
+    def is_asleep(self) -> bool:
+        """Whether the worker sleeps (a method: Ray actor handles reach no properties)."""
+        return self._asleep
+
+    def sleep(self) -> float:
+        """Free the engine (weights, prefix cache, decode state), the engines kept for older
+        pinned versions, the critic copy and the stored weights, so this worker's unit can
+        serve a learner rank; returns the seconds it took (0.0 when already asleep).
+        Precondition: no episode in flight here (`WorkerBusyError` otherwise); jobs sent
+        while asleep are refused (`EpisodeResult.refused`) until `wake`."""
+        started = time.monotonic()
+        with self._lock:
+            if self._asleep:
+                return 0.0
+            if self._active:
+                raise WorkerBusyError(
+                    f"worker {self.index} has {self._active} episode(s) in flight: sleep() only an idle worker "
+                    "(stop sending it jobs and wait for their results first)"
+                )
+            if not callable(getattr(self.engine, "sleep", None)):
+                raise RuntimeError(
+                    f"worker {self.index}: the {type(self.engine).__name__} cannot sleep; use engine=hf or vllm"
+                )
+            self._asleep = True
+            if self.batcher is not None:
+                self.batcher.release()
+            freed = self.engine.sleep()
+            self._pinned.clear()
+            self._critic, self._critic_version = None, -1
+            self._weights.clear()  # `wake` brings the weights to resume with
+            gc.collect()  # module graphs hold reference cycles: free their tensors now
+        seconds = time.monotonic() - started
+        logger.info("worker %d asleep in %.3fs (engine freed %s bytes)", self.index, seconds, freed)
+        return seconds
+
+    def wake(self, version: int, weights: dict) -> float:
+        """Load `weights` ({"policy": state, "critic": state?}) published as `version` into
+        the engine and take jobs again; a newer version sent while asleep (`set_weights`)
+        wins. Returns the seconds it took. Precondition: `sleep` was called."""
+        started = time.monotonic()
+        with self._lock:
+            if not self._asleep:
+                raise RuntimeError(f"worker {self.index} is awake: wake() only after sleep()")
+            self._weights[version] = weights
+            self._weights = OrderedDict(sorted(self._weights.items()))
+            newest = next(reversed(self._weights))
+            self.engine.wake(self._weights[newest]["policy"], newest)
+            while len(self._weights) > self.keep_versions:
+                self._weights.popitem(last=False)
+            self._asleep = False
+            self._arrived.notify_all()
+        seconds = time.monotonic() - started
+        logger.info("worker %d awake at version %d in %.3fs", self.index, newest, seconds)
+        return seconds
 
     def _engine_for(self, pinned: int | None):
         """The live engine moved to the newest weights (or to the pinned version when that
@@ -138,6 +219,24 @@ class RolloutWorker:
 
     # -- episodes -------------------------------------------------------------------------
     def run(self, job: EpisodeJob) -> EpisodeResult:
+        """Play `job`; its trajectories, or an error result the orchestrator retries (turned
+        away unstarted, `refused`, when this worker sleeps)."""
+        with self._lock:
+            if self._asleep:
+                return EpisodeResult(
+                    job.job_id,
+                    error=f"worker {self.index} is asleep (lent to the learner): the job goes back to the queue",
+                    worker=self.index,
+                    refused=True,
+                )
+            self._active += 1
+        try:
+            return self._play(job)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _play(self, job: EpisodeJob) -> EpisodeResult:
         from agent_env import GradingError, ToolEnv
         from sandboxes import SandboxError
         from trainer.inference.rollout import run_episode, run_tree, training_reward
@@ -310,6 +409,13 @@ class TurnBatcher:
     def decoding(self) -> bool:
         """Whether rows are mid-decode on the worker's engine (read under the worker's lock)."""
         return self._decode is not None and bool(self._decode.rows)
+
+    def release(self) -> None:
+        """Drop the drained decode (it holds the engine and its batch cache) before the
+        worker sleeps; called under the worker's lock with no episode running."""
+        if self.decoding():
+            raise RuntimeError("the turn batcher is mid-decode: a worker sleeps only when idle")
+        self._decode, self._shape = None, None
 
     def _admissible(self, queued: list[_Turn]) -> list[_Turn]:
         """The queued turns, in order, that join the current decode (or start the next one).

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from trainer.inference.engines.base import Engine, EngineError, Generation
+from trainer.inference.engines.base import Engine, EngineAsleepError, EngineError, Generation
 
 ENGINES = ("hf", "openai", "vllm")
 
-__all__ = ["ENGINES", "Engine", "EngineError", "Generation", "make_engine"]
+__all__ = ["ENGINES", "Engine", "EngineAsleepError", "EngineError", "Generation", "make_engine"]
 
 
-def make_engine(name: str, model: str, *, seed: int = 0, base_url: str | None = None) -> Engine:
+def make_engine(
+    name: str, model: str, *, seed: int = 0, base_url: str | None = None, sleep_mode: bool = False
+) -> Engine:
     """An engine of backend `name` serving `model` (a name or folder; for `openai`, the
-    served model's name at `base_url`)."""
+    served model's name at `base_url`). `sleep_mode`: a vLLM engine that can `sleep` and
+    `wake` (vLLM's `enable_sleep_mode`, chosen at construction; the hf engine always can)."""
     if name == "hf":
         from trainer.inference.engines.hf import HFEngine
         from trainer.inference.models import load_policy, load_tokenizer
@@ -31,5 +34,5 @@ def make_engine(name: str, model: str, *, seed: int = 0, base_url: str | None = 
                 f"the vllm engine needs vLLM and a CUDA GPU (pip install '.[gpu]'): {exc}; "
                 "on CPU use engine=hf, or serve the model elsewhere and use engine=openai"
             ) from exc
-        return VLLMEngine(model)
+        return VLLMEngine(model, enable_sleep_mode=sleep_mode)
     raise ValueError(f"unknown engine {name!r}; known: {', '.join(ENGINES)}")

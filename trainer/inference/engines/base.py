@@ -17,6 +17,11 @@ class EngineError(RuntimeError):
     or leave the episode out, and never score it 0."""
 
 
+class EngineAsleepError(RuntimeError):
+    """The engine was put to sleep (its weights and caches freed, so that its device can
+    serve a learner rank: BiDiRL's hot switch) and must be woken with weights first."""
+
+
 @dataclass(frozen=True)
 class Generation:
     token_ids: list[int]

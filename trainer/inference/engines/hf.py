@@ -21,6 +21,16 @@ row its own generator, drawn exactly as the row alone would draw it, so an episo
 samples do not depend on which other episodes shared its batch or when it joined (up to
 float rounding of the batched forward: token-identical in the tests and `bench.rollout`).
 
+Sleep (BiDiRL's hot switch, arXiv 2607.09207): `sleep()` frees the model's parameter storage
+(each tensor keeps its shape, so nothing else about the module changes), the prefix cache
+and the per-row decode state, so that the device (here a CPU slot and its memory) can serve
+a learner rank; `wake(state_dict, version)` allocates the storage again and loads the
+weights the learner hands over. BiDiRL sleeps vLLM and keeps the weights nowhere (the
+learner holds newer ones); the hf engine does the same: no CPU copy is kept, so waking
+always takes weights. The rotary tables (non-persistent buffers, derived from the config,
+kilobytes) stay. A woken engine generates exactly what a fresh engine with those weights
+generates: the same parameters, and an empty prefix cache.
+
 Banned tokens: SAPO's value readout rows (w+ and w-, `trainer.inference.models.reserve_value_tokens`)
 are never sampled: their logits are set to -inf before sampling, so the recorded logprobs
 are those of the distribution the learner scores (it bans the same ids). The engine bans
@@ -40,7 +50,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trainer.inference.engines.base import Generation
+from trainer.inference.engines.base import EngineAsleepError, Generation
 from trainer.inference.engines.weights import WeightBucket, WeightSyncError, assemble, make_buckets
 
 
@@ -90,15 +100,81 @@ class HFEngine:
         """Of those, tokens whose keys and values came from the prefix cache."""
         # transformers 5 renamed the KV-cache argument and output `past_key_values` -> `cache`.
         self._cache_name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self._freed: dict[int, int] | None = None
+        """While asleep: each parameter's storage size in bytes (by `id`), to allocate on wake."""
+
+    @property
+    def asleep(self) -> bool:
+        """Whether `sleep` freed the weights (generation refused until `wake`)."""
+        return self._freed is not None
+
+    def _check_awake(self, what: str) -> None:
+        if self._freed is not None:
+            raise EngineAsleepError(
+                f"the hf engine is asleep (sleep() freed its weights): call wake(state_dict, version) before {what}"
+            )
+
+    # -- sleep and wake (BiDiRL's hot switch) ---------------------------------------------------
+    def sleep(self) -> int:
+        """Free the parameters' storage, the prefix cache and the decode state; returns the
+        bytes freed (0 when already asleep). Callers make sure no `Decode` is live on this
+        engine (a worker sleeps only when idle)."""
+        if self._freed is not None:
+            return 0
+        freed: dict[int, int] = {}
+        released = 0
+        storages: set[int] = set()
+        for parameter in self.model.parameters():  # tied parameters come once
+            storage = parameter.untyped_storage()
+            freed[id(parameter)] = storage.nbytes()
+            if storage.data_ptr() not in storages:  # two views of one storage: freed once
+                storages.add(storage.data_ptr())
+                released += storage.nbytes()
+                storage.resize_(0)
+        self._prefixes.clear()
+        self._freed = freed
+        return released
+
+    @torch.no_grad()
+    def wake(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Allocate the weights again and load `state_dict` as `version` (any version: an
+        engine without weights has none to be newer than). Every parameter must be in it;
+        on an error the engine stays asleep."""
+        if self._freed is None:
+            raise RuntimeError("the hf engine is awake: wake() only after sleep(); load_weights() updates it")
+        for parameter in self.model.parameters():
+            storage = parameter.untyped_storage()
+            if storage.nbytes() == 0:
+                storage.resize_(self._freed[id(parameter)])
+        try:
+            version, state = assemble(make_buckets(state_dict, version))
+            self._apply(state, version, complete=True)
+        except BaseException:
+            self._freed = None
+            self.sleep()  # back to sleep, recording the parameters as they are now
+            raise
+        self._freed = None
 
     # -- weights ----------------------------------------------------------------------------
     @torch.no_grad()
     def update_weights(self, buckets: list[WeightBucket]) -> None:
         """Apply a complete, verified update; on any error the engine keeps its weights."""
+        self._check_awake("updating its weights")
         version, state = assemble(buckets, current_version=self.version)
+        self._apply(state, version, complete=False)
+
+    def _apply(self, state: dict[str, torch.Tensor], version: int, *, complete: bool) -> None:
+        """Load a verified `state` as `version`. `complete`: every parameter must be in it
+        (waking: a parameter left out would hold uninitialised memory); otherwise the tied
+        output head may be left out (it is the embedding)."""
         self._grow_vocabulary(state)
         missing, unexpected = self.model.load_state_dict(state, strict=False)
-        if unexpected or [k for k in missing if not k.endswith("lm_head.weight")]:
+        if complete:  # a parameter tied to a loaded one (lm_head to the embedding) is loaded
+            loaded = {id(p) for name, p in self.model.named_parameters(remove_duplicate=False) if name in state}
+            missing = [n for n, p in self.model.named_parameters(remove_duplicate=False) if id(p) not in loaded]
+        else:
+            missing = [k for k in missing if not k.endswith("lm_head.weight")]
+        if unexpected or missing:
             raise WeightSyncError(
                 f"weights do not match the engine's model: missing {missing}, unexpected {unexpected}"
             )
@@ -141,6 +217,7 @@ class HFEngine:
     ) -> list[Generation]:
         """One generation per prompt; `seeds`, one per prompt, instead of `seed`: each row
         samples from its own generator (see the module docstring)."""
+        self._check_awake("generating")
         if not prompts or any(not p for p in prompts):
             raise ValueError("every prompt must hold at least one token")
         if seeds is not None and len(seeds) != len(prompts):
@@ -274,6 +351,7 @@ class Decode:
     the engine's prefix LRU; columns that only padding still uses are dropped."""
 
     def __init__(self, engine: HFEngine, *, temperature: float, stop_token_ids=(), generator=None) -> None:
+        engine._check_awake("decoding")
         self.engine = engine
         self.temperature = temperature
         self.stop_token_ids = tuple(stop_token_ids)
@@ -296,6 +374,7 @@ class Decode:
         if not prompt or max_new_tokens < 1:
             raise ValueError("a row needs a prompt of at least one token and a budget of at least one")
         engine = self.engine
+        engine._check_awake("decoding")
         start, past = engine._lookup(prompt)
         engine.prompt_tokens += len(prompt)
         engine.reused_tokens += start
@@ -340,6 +419,7 @@ class Decode:
         if not self.rows:
             return []
         engine = self.engine
+        engine._check_awake("decoding")
         attention = torch.cat(
             [self.attention, torch.ones((len(self.rows), 1), dtype=torch.long, device=self.device)], dim=-1
         )

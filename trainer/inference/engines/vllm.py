@@ -14,7 +14,10 @@
   An update with more vocabulary rows than the engine's model is refused before any worker
   is touched (`check_vocabulary_rows`), with the fix in the message.
 - Prefix caching is on, so multi-turn prompts and tree branches reuse shared prefixes.
-- Sleep mode (`sleep()` / `wake_up()`) frees GPU memory for a colocated learner.
+- Sleep mode (`sleep()` / `wake(state_dict, version)`, the hf engine's names) frees the GPU
+  for a learner rank (BiDiRL's hot switch, arXiv 2607.09207); built with
+  `enable_sleep_mode=True` only when asked (`make_engine(..., sleep_mode=True)`), since
+  vLLM's sleep-mode allocator must be chosen at construction.
 - Weight updates arrive as the learner's versioned, checksummed buckets
   (`trainer.inference.engines.weights`); every worker verifies and loads them through
   `WeightUpdateExtension` (vLLM's `worker_extension_cls` hook), then the prefix cache is
@@ -197,7 +200,7 @@ class VLLMEngine:
         model: str,
         *,
         gpu_memory_utilization: float = 0.5,
-        enable_sleep_mode: bool = True,
+        enable_sleep_mode: bool = False,
         dtype: str = "bfloat16",
         max_model_len: int | None = None,
         version: int = 0,
@@ -219,6 +222,9 @@ class VLLMEngine:
             logprobs_mode="processed_logprobs",
             worker_extension_cls=f"{__name__}.WeightUpdateExtension",
         )
+        self.sleep_mode = enable_sleep_mode
+        self.asleep = False
+        self._sleep_level = 0
         self.vocabulary_rows = self._vocabulary_rows(model)
         """Rows of the served model's embedding (the logits' width)."""
         outside = [i for i in self.banned_token_ids if not 0 <= i < self.vocabulary_rows]
@@ -246,6 +252,10 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
+        if self.asleep:
+            from trainer.inference.engines.base import EngineAsleepError
+
+            raise EngineAsleepError("the vLLM engine is asleep: call wake(state_dict, version) before generating")
         params = [
             SamplingParams(
                 **sampling_options(
@@ -261,9 +271,10 @@ class VLLMEngine:
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         return [to_generation(output.outputs[0], self.version, self.banned_token_ids) for output in outputs]
 
-    def update_weights(self, buckets: list[WeightBucket]) -> None:
-        # Verify here too: fail before touching any worker.
-        version, state = assemble(buckets, current_version=self.version)
+    def update_weights(self, buckets: list[WeightBucket], *, newer_only: bool = True) -> None:
+        """Verify here too (fail before touching any worker), then load in every worker.
+        `newer_only=False` (waking): any version, the engine holds no weights to compare."""
+        version, state = assemble(buckets, current_version=self.version if newer_only else None)
         check_vocabulary_rows({name: tuple(tensor.shape) for name, tensor in state.items()}, self.vocabulary_rows)
         self.llm.collective_rpc("update_weights_from_buckets", args=(buckets,))
         self.llm.reset_prefix_cache()
@@ -274,9 +285,37 @@ class VLLMEngine:
 
         self.update_weights(make_buckets(state_dict, version))
 
-    def sleep(self, level: int = 1) -> None:
-        """Release GPU memory (level 1 keeps weights in CPU memory) for a colocated learner."""
+    # -- sleep and wake (BiDiRL's hot switch; the hf engine's names) -------------------------
+    def sleep(self, level: int = 2) -> int:
+        """Release the GPU for a learner rank: vLLM's sleep mode discards the KV cache and, at
+        level 2, the weights too (level 1 backs them up in CPU memory). Level 2 by default:
+        `wake` always brings the learner's newer weights, so a CPU copy of the old ones would
+        be wasted. Returns 0 (vLLM logs the bytes it freed). Needs `enable_sleep_mode=True`."""
+        if not self.sleep_mode:
+            raise RuntimeError(
+                "this vLLM engine was built without sleep mode: build it with enable_sleep_mode=True "
+                "(make_engine(..., sleep_mode=True))"
+            )
         self.llm.sleep(level=level)
+        self.asleep, self._sleep_level = True, level
+        return 0
 
-    def wake_up(self) -> None:
-        self.llm.wake_up()
+    def wake(self, state_dict=None, version: int | None = None) -> None:
+        """Allocate the weights again, load `state_dict` as `version` (any version), then
+        the KV cache: weights first, so an update never meets a full KV cache (vLLM's
+        `wake_up(tags=...)`). Without `state_dict` (after a level-1 sleep) the old weights
+        come back from CPU memory."""
+        if state_dict is None:
+            if self._sleep_level == 2:
+                raise RuntimeError(
+                    "a level-2 sleep discarded the weights: wake(state_dict, version) with the learner's"
+                )
+            self.llm.wake_up()
+        else:
+            from trainer.inference.engines.weights import make_buckets
+
+            self.llm.wake_up(tags=["weights"])
+            self.update_weights(make_buckets(state_dict, version), newer_only=False)
+            self.llm.wake_up(tags=["kv_cache"])
+        self.llm.reset_prefix_cache()  # cached blocks of the old weights must not be reused
+        self.asleep = False
