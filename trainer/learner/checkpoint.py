@@ -11,6 +11,11 @@ that owns the run, after every rank reported its shards written) records `manife
 (size and sha256 of every file, `trainer.inference.manifest`) and renames the folder into
 place. So a complete, verifiable folder appears or nothing does, and an orphaned rank whose
 driver died can never make a checkpoint visible. `save` does both, for one process.
+
+In memory (`export_state` / `import_state`): the same training state, unsharded on rank 0,
+through the same `torch.distributed.checkpoint.state_dict` helpers but with no files, so a
+learner can move to a different number of ranks between two steps (BiDiRL's hot switch,
+`trainer.orchestrator.learner_group.LearnerGroup.resize`).
 """
 
 from __future__ import annotations
@@ -152,6 +157,60 @@ def write(learner: Learner, directory: str | Path, extra: dict | None = None, to
         (staging / "state.json").write_text(json.dumps(state, indent=2))
     distributed.barrier()
     return staging
+
+
+def export_state(learner: Learner) -> dict | None:
+    """The learner's whole training state, unsharded, on CPU: each model's full weights and
+    its optimizer's full state (keyed by parameter names, so any sharding can take them), the
+    counters, SE-RL's family weights and the RNG. Every rank must call it (the shards are
+    gathered); rank 0 gets the state, the others None. On one plain rank the tensors may be
+    the live ones: copy before changing the learner (a Ray call copies)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    if learner._warm_start is not None or learner._critic_pretraining is not None:
+        raise RuntimeError(
+            "the learner is mid warm start or critic pre-training: move it between steps, after their end_"
+        )
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    models = {
+        name: get_state_dict(model, optimizer, options=options) for name, (model, optimizer) in _models(learner).items()
+    }
+    if distributed.rank() != 0:
+        return None
+    return {
+        "models": models,
+        "version": learner.version,
+        "skipped_steps": learner.skipped_steps,
+        "bad_in_a_row": learner._bad_in_a_row,
+        "family_weights": learner.family_weights.state_dict() if learner.family_weights is not None else None,
+        "value_token_ids": learner.value_token_ids,
+        "rng": torch.get_rng_state(),
+    }
+
+
+def import_state(learner: Learner, state: dict) -> None:
+    """Load `export_state`'s state into `learner` (built from the same config, on any number
+    of ranks: every rank calls it with the whole state and keeps its own shards)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    if state["value_token_ids"] != learner.value_token_ids:
+        raise ValueError(
+            f"the state reads values from tokens {state['value_token_ids']}, this learner from "
+            f"{learner.value_token_ids}: build it with the same algorithm and model"
+        )
+    models = _models(learner)
+    if set(models) != set(state["models"]):
+        raise ValueError(f"the state holds models {sorted(state['models'])}, this learner {sorted(models)}")
+    options = StateDictOptions(full_state_dict=True)
+    for name, (model, optimizer) in models.items():
+        weights, optimizer_state = state["models"][name]
+        set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=optimizer_state, options=options)
+    learner.version = int(state["version"])
+    learner.skipped_steps = int(state["skipped_steps"])
+    learner._bad_in_a_row = int(state["bad_in_a_row"])
+    if learner.family_weights is not None and state["family_weights"] is not None:
+        learner.family_weights.load_state_dict(state["family_weights"])
+    torch.set_rng_state(state["rng"])
 
 
 def load(learner: Learner, directory: str | Path) -> dict:

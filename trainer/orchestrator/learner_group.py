@@ -6,15 +6,31 @@ ranks with the same arguments (each rank takes every world-size-th trajectory of
 and every collective needs all ranks); rank 0's answer is returned. One rank on CPU makes no
 process group and shards nothing; one rank with a GPU makes a one-rank NCCL group, so the
 learner lives on its GPU (FSDP2's bf16 mixed precision included) as it does with several.
+
+Resizing (BiDiRL's hot switch, arXiv 2607.09207): between two steps `resize(ranks)` moves
+the learner's whole training state to a new group of `ranks` ranks, so units lent by the
+rollout pool can join it and leave it again. The state is gathered unsharded on rank 0, in
+memory (`trainer.learner.checkpoint.export_state`: the checkpoint's state-dict helpers
+without the files), the old ranks' actors end, new ones start, rendezvous, and each keeps
+its shards of that state (`import_state`). Where BiDiRL keeps each rank's process and
+offloads its FSDP state to host memory, this gives the new group fresh actors: a gloo or
+NCCL group cannot change its size, and tearing one down inside a live process is not
+reliably safe (`trainer.distributed.exit_rank`). Started cold, a switch then waits for
+processes to start and import torch (seconds); with `spares`, processes started and warmed
+ahead take the ranks, and a switch costs the gather, the learner's build, the rendezvous
+and the load.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
 from trainer.config import TrainConfig
 from trainer.inference.trajectory import Trajectory
+
+logger = logging.getLogger(__name__)
 
 
 class LearnerRank:
@@ -22,6 +38,29 @@ class LearnerRank:
         """Nothing heavy yet: rank 0 first names the rendezvous address on its own node
         (`rendezvous`), then every rank joins it (`setup`)."""
         self.config_payload, self.rank, self.world_size, self.threads = config, rank, world_size, threads
+
+    def warm(self) -> None:
+        """Import what `setup` needs (torch, FSDP2, the state-dict helpers, the learner, the
+        model's and tokenizer's transformers modules: seconds on a loaded CPU), so that a
+        spare started ahead of a `LearnerGroup.resize` joins without paying for it. The
+        model is built on the meta device: no memory, no weights read."""
+        import torch
+        import torch.distributed.checkpoint.state_dict  # noqa: F401
+        import torch.distributed.fsdp  # noqa: F401
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        import trainer.build  # noqa: F401
+        import trainer.learner  # noqa: F401
+        from trainer.inference.models import load_tokenizer, resolve_model_path
+
+        name = self.config_payload["model"]["name"]
+        load_tokenizer(name)
+        with torch.device("meta"):
+            AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(resolve_model_path(name)))
+
+    def assign(self, rank: int, world_size: int, threads: int) -> None:
+        """Take rank `rank` of `world_size` (a spare taken into a group, before `setup`)."""
+        self.rank, self.world_size, self.threads = rank, world_size, threads
 
     def rendezvous(self) -> str:
         """host:port for the process group, on this rank's node (rank 0's): its address on the
@@ -112,23 +151,82 @@ class LearnerRank:
     def load(self, directory: str) -> dict:
         return self.learner.load(directory)
 
+    def export_state(self) -> dict | None:
+        """The whole training state, unsharded (rank 0; None on the others), for `resize`."""
+        from trainer.learner import checkpoint
+
+        state = checkpoint.export_state(self.learner)
+        if state is not None:
+            state["probes"] = self.probes
+        return state
+
+    def import_state(self, state: dict) -> int:
+        """Take this rank's shards of `export_state`'s state; returns the version."""
+        from trainer.learner import checkpoint
+
+        checkpoint.import_state(self.learner, state)
+        self.probes = state["probes"]
+        return self.learner.version
+
 
 class LearnerGroup:
     """Handles on the ranks' actors. Every method runs on all ranks with the same arguments
     (each collective needs every rank) and returns rank 0's answer; the `_ref` methods return
     rank 0's Ray object reference instead of waiting, for the orchestrator's event loop."""
 
-    def __init__(self, config: TrainConfig, *, ranks: int = 1, num_gpus: float = 0) -> None:
+    def __init__(self, config: TrainConfig, *, ranks: int = 1, num_gpus: float = 0, spares: int = 0) -> None:
+        """`spares`: rank processes kept started and warm (`LearnerRank.warm`) for `resize`
+        to take, so a switch does not wait for a process to start and import torch; each
+        holds its `num_gpus` while it waits (on a GPU machine, a GPU: leave 0 there unless
+        the units are shared)."""
+        self.payload = config.model_dump()
+        self.num_gpus = num_gpus
+        self.spares = spares
+        self._spares: dict = {}
+        """Spare actor handle -> the reference of its `warm` call."""
+        self.ranks = self._start(ranks)
+        self._refill()
+
+    def _spawn(self):
         import ray
 
-        actor = ray.remote(num_cpus=0, num_gpus=num_gpus)(LearnerRank)
-        payload = config.model_dump()
+        actor = ray.remote(num_cpus=0, num_gpus=self.num_gpus)(LearnerRank)
+        return actor.remote(self.payload, 0, 1, 1)
+
+    def _refill(self) -> None:
+        """Start spares (without waiting for them) until `spares` are there."""
+        while len(self._spares) < self.spares:
+            handle = self._spawn()
+            self._spares[handle] = handle.warm.remote()
+
+    def wait_spares(self) -> None:
+        """Wait until every spare has started and warmed up (e.g. before timing a switch)."""
+        import ray
+
+        ray.get(list(self._spares.values()))
+
+    def _start(self, ranks: int) -> list:
+        """`ranks` rank actors (spares first, then new ones), their setup queued (each rank
+        runs its calls in order)."""
+        import ray
+
+        if ranks < 1:
+            raise ValueError(f"a learner group needs at least one rank, not {ranks}")
         threads = max(1, (os.cpu_count() or 1) // ranks)
-        self.ranks = [actor.remote(payload, rank, ranks, threads) for rank in range(ranks)]
+        handles = []
+        for rank in range(ranks):
+            handle = next(iter(self._spares), None)
+            if handle is not None:
+                del self._spares[handle]
+            else:
+                handle = self._spawn()
+            handle.assign.remote(rank, ranks, threads)
+            handles.append(handle)
         # Rank 0's node, wherever Ray put it (another node of a cluster: not 127.0.0.1).
-        address = ray.get(self.ranks[0].rendezvous.remote())
-        for rank in self.ranks:  # queued before any other call: each rank's calls run in order
+        address = ray.get(handles[0].rendezvous.remote())
+        for rank in handles:
             rank.setup.remote(address)
+        return handles
 
     def _refs(self, method: str, *args) -> list:
         return [getattr(rank, method).remote(*args) for rank in self.ranks]
@@ -195,8 +293,45 @@ class LearnerGroup:
     def load(self, directory: str) -> dict:
         return self._get("load", directory)
 
-    def kill(self) -> None:
+    def resize(self, ranks: int) -> float:
+        """Move the learner to `ranks` ranks (BiDiRL: units lent by, or returned to, the
+        rollout pool); returns the seconds it took (0.0 when it already has that many).
+        Weights, optimizer states, version and counters, SE-RL's family weights, the RNG and
+        the probes carry over, so the next step is the step the old group would have taken
+        (up to float rounding of the sharded reductions). Call it between steps: a step or
+        weights request already sent finishes first (each rank runs its calls in order) and
+        its result stays readable; not inside a warm start or critic pre-training."""
         import ray
 
-        for rank in self.ranks:
-            ray.kill(rank)
+        if ranks < 1:
+            raise ValueError(f"a learner group needs at least one rank, not {ranks}")
+        if ranks == len(self.ranks):
+            return 0.0
+        started = time.monotonic()
+        before = len(self.ranks)
+        refs = self._refs("export_state")  # every rank: the shards are gathered to rank 0
+        ray.get(refs)
+        state = refs[0]  # stays in the object store: the new ranks fetch it from there
+        gathered = time.monotonic()
+        self._kill(self.ranks)  # the units are free before the new ranks take them
+        self.ranks = self._start(ranks)
+        ray.get([rank.import_state.remote(state) for rank in self.ranks])
+        seconds = time.monotonic() - started
+        self._refill()  # the spares taken are replaced in the background
+        logger.info(
+            "learner resized from %d to %d ranks in %.2fs (gather %.2fs, start and load %.2fs)",
+            before, ranks, seconds, gathered - started, seconds - (gathered - started),
+        )  # fmt: skip
+        return seconds
+
+    def kill(self) -> None:
+        """End the ranks and the spares."""
+        self._kill([*self.ranks, *self._spares])
+        self._spares.clear()
+
+    @staticmethod
+    def _kill(handles: list) -> None:
+        import ray
+
+        for handle in handles:
+            ray.kill(handle)

@@ -1,0 +1,68 @@
+"""BiDiRL's hot switch, training side: a learner group resized between steps (1 -> 2 -> 1
+ranks, real Ray actors, FSDP2 over gloo) takes the same steps as a learner that never moved,
+and a measured round trip of a unit between a rollout worker and the learner."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.trainer.fsdp_worker import fixed_batch
+from trainer.build import build_learner
+from trainer.config import load_config
+from trainer.orchestrator.learner_group import LearnerGroup
+
+OVERRIDES = ["learner.lr=1e-3", "learner.critic_lr=1e-3", "learner.token_budget=40"]
+PER_RANK = {"micro_batches", "model_tokens"}
+"""Metrics of how the ranks packed their shares (rank 0's micro-batches; padded tokens over
+all ranks): they depend on the number of ranks, not on the learner's state."""
+
+
+def _assert_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], what: str) -> None:
+    assert got.keys() == want.keys(), what
+    for name, tensor in want.items():
+        assert torch.allclose(got[name], tensor, atol=1e-5, rtol=0), f"{what}: {name}"
+
+
+def test_a_learner_resized_between_steps_matches_one_that_never_moved(ray_cluster):
+    config = load_config(None, OVERRIDES)
+    batch = fixed_batch()
+    reference, _ = build_learner(config)  # one plain rank throughout, in this process
+    expected = [reference.step(batch).metrics for _ in range(3)]
+
+    group = LearnerGroup(config, ranks=1, spares=1)  # 1 -> 2 takes the spare and one cold start
+    try:
+        got = [group._get("step", batch).metrics]
+        assert group.resize(1) == 0.0  # already one rank: nothing moves
+        grow = group.resize(2)
+        assert len(group.ranks) == 2 and group.version() == 1
+        got.append(group._get("step", batch).metrics)
+        shrink = group.resize(1)
+        assert len(group.ranks) == 1 and group.version() == 2
+        got.append(group._get("step", batch).metrics)
+        assert grow > 0 and shrink > 0
+        weights = group._get("weights", True)
+    finally:
+        group.kill()
+
+    for step, (mine, theirs) in enumerate(zip(got, expected, strict=True)):
+        assert mine["version"] == theirs["version"] == step + 1  # the version carried over
+        assert mine.keys() - {"learner_seconds"} == theirs.keys()
+        for key, value in theirs.items():
+            if key not in PER_RANK:
+                assert mine[key] == pytest.approx(value, abs=1e-5, rel=0), f"step {step + 1}: {key}"
+    assert got[1]["micro_batches"] < expected[1]["micro_batches"]  # step 2 really ran on two ranks
+    _assert_close(weights["policy"], reference.full_policy_state(), "policy")
+    _assert_close(weights["critic"], reference.full_state(reference.critic), "critic")
+
+
+def test_measure_switch_times_a_unit_going_to_the_learner_and_back(ray_cluster):
+    from trainer.orchestrator.switching import measure_switch
+
+    config = load_config(None, OVERRIDES)
+    (timing,) = measure_switch(config, learner_ranks=1, repeats=1, trajectories=fixed_batch())
+    figures = timing.as_dict()
+    assert set(figures) == {"rollout_to_learner_s", "learner_to_rollout_s", "sleep_s", "grow_s", "shrink_s", "wake_s"}
+    assert all(value > 0 for value in figures.values())
+    assert timing.rollout_to_learner_s == timing.sleep_s + timing.grow_s
+    assert timing.learner_to_rollout_s == timing.shrink_s + timing.wake_s
