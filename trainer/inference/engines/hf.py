@@ -146,9 +146,8 @@ class HFEngine:
             storage = parameter.untyped_storage()
             if storage.nbytes() == 0:
                 storage.resize_(self._freed[id(parameter)])
-        try:
-            version, state = assemble(make_buckets(state_dict, version))
-            self._apply(state, version, complete=True)
+        try:  # in-process weights: no buckets to checksum (`load_weights` makes them for the wire)
+            self._apply(dict(state_dict), version, complete=True)
         except BaseException:
             self._freed = None
             self.sleep()  # back to sleep, recording the parameters as they are now
