@@ -2,7 +2,7 @@
 
     python -m bench.online [--seeds 3] [--stream online] [--methods sao,grpo,grpo@2.5e-4]
                            [--group-size 4] [--out DIR] [--json PATH]
-                           [--config configs/train_swe.yaml] [key=value ...]
+                           [--config configs/train_swe_oneturn.yaml] [key=value ...]
 
 Both methods train on the task stream (`tasks.source=stream:NAME`, `tasks/streams/online.yaml`
 by default: two families, the two others, phase 1's tasks with their repositories renamed,
@@ -295,7 +295,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "seed from one shared warm start. Reports per method and phase, as mean ± std over seeds: training "
         "success, success at the phase's end, steps to recover 90%% of the previous phase's success after "
         "each shift, and forgetting when a phase returns; writes online.png. Long: with the defaults "
-        "(configs/train_swe.yaml, 40 steps, 3 seeds) 3 warm starts and 6 runs of 3-4 minutes: 30 minutes on 2 "
+        "(configs/train_swe_oneturn.yaml, 40 steps, 3 seeds) 3 warm starts and 6 runs of 3-4 minutes: 30 minutes on 2 "
         "cores (measured, docs/online-bench.md). A rerun with the same --out resumes.",
         epilog="example: python -m bench.online --seeds 3 --out runs/bench-online   |   smoke: python -m "
         "bench.online --config configs/train_swe_quick.yaml --steps 2 --seeds 1 --out /tmp/online-smoke "
@@ -314,7 +314,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--window", type=int, default=WINDOW, help=f"steps in the end/forgetting windows (default {WINDOW})"
     )
-    parser.add_argument("--config", default="configs/train_swe.yaml", help="the training recipe every run starts from")
+    parser.add_argument("--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-online"), help="runs, phases.json and online.png")
     parser.add_argument("--json", type=Path, default=RESULTS / "online.json", help="where to write the figures")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")

@@ -1,7 +1,7 @@
 """SE-RL's loss rebalancing on mixed task families, with and without (issue #20's ablation).
 
     python -m bench.se_rl [--seeds 3] [--steps N] [--out DIR] [--json PATH]
-                          [--config configs/train_swe.yaml] [key=value ...]
+                          [--config configs/train_swe_oneturn.yaml] [key=value ...]
 
 Two arms of SAO on the `make train-swe` recipe (its four tasks are four families: text,
 collections, config, numeric), the same in everything but `algorithm.family_weights`:
@@ -166,7 +166,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "from one shared warm start. Reports per arm, as mean ± std over seeds: the evaluation before and "
         "after RL, the worst family's evaluation after and the best-worst spread, training success in the "
         "first and last third, and each family's evaluation after. Long: with the defaults "
-        "(configs/train_swe.yaml, 40 steps, 3 seeds) about 25 minutes on 2 cores (22 measured). "
+        "(configs/train_swe_oneturn.yaml, 40 steps, 3 seeds) about 25 minutes on 2 cores (22 measured). "
         "A rerun with the same --out resumes.",
         epilog="example: python -m bench.se_rl --seeds 3 --out runs/bench-se-rl   |   smoke: python -m bench.se_rl "
         "--config configs/train_swe_quick.yaml --steps 1 --seeds 1 --out /tmp/se-rl-smoke warm_start.steps=2 "
@@ -174,7 +174,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the config's run.steps)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, one warm start each (default 3)")
-    parser.add_argument("--config", default="configs/train_swe.yaml", help="the training recipe every run starts from")
+    parser.add_argument("--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-se-rl"), help="runs and figures.json")
     parser.add_argument("--json", type=Path, default=RESULTS / "se_rl.json", help="where to write the figures")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")

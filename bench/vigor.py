@@ -1,7 +1,7 @@
 """VIGOR against a fixed group size at an equal rollout budget (issue #20).
 
     python -m bench.vigor [--steps N] [--seeds 3] [--group-size 4] [--prompts 4] [--out DIR]
-                          [--json PATH] [--config configs/train_swe.yaml] [key=value ...]
+                          [--json PATH] [--config configs/train_swe_oneturn.yaml] [key=value ...]
 
 Two arms of GRPO on the `make train-swe` recipe (the config's tasks and settings otherwise):
 
@@ -311,7 +311,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "seeds: the informative-group fraction, training success after N/2 and N rollouts and per third, "
         "the evaluation before and after RL, rollouts per prompt (mean, max) and the budget spent; "
         "writes vigor.png (success vs rollouts, informative fraction per step). Long: with the defaults "
-        "(configs/train_swe.yaml, 40 steps of 16 rollouts, 3 seeds) 3 warm starts and 6 runs of 6-7 "
+        "(configs/train_swe_oneturn.yaml, 40 steps of 16 rollouts, 3 seeds) 3 warm starts and 6 runs of 6-7 "
         "minutes: 41 minutes on 2 cores (measured, docs/vigor-bench.md). A rerun with the same --out resumes.",
         epilog="example: python -m bench.vigor --seeds 3 --out runs/bench-vigor   |   smoke: python -m "
         "bench.vigor --config configs/train_swe_quick.yaml --steps 1 --seeds 1 --prompts 2 --out "
@@ -324,7 +324,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--prompts", type=int, default=PROMPTS, help=f"prompts per step (default {PROMPTS})")
     parser.add_argument("--window", type=int, default=WINDOW, help=f"steps in success_at's window (default {WINDOW})")
-    parser.add_argument("--config", default="configs/train_swe.yaml", help="the training recipe every run starts from")
+    parser.add_argument("--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from")
     parser.add_argument("--out", type=Path, default=Path("runs/bench-vigor"), help="runs, curves.json and vigor.png")
     parser.add_argument("--json", type=Path, default=RESULTS / "vigor.json", help="where to write the figures")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")

@@ -267,14 +267,14 @@ def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster
 
 @needs_bwrap
 def test_the_multi_turn_recipe_plays_and_reports_turns(tmp_path, ray_cluster, caplog):
-    """`configs/train_swe_multiturn.yaml` at a tiny scale: the warm start imitates a five-turn
+    """`configs/train_swe.yaml` (the multi-turn default) at a tiny scale: the warm start imitates a five-turn
     gold trajectory played through the agent's tools, episodes take several turns with the
     sandbox's observations between them, and summary.json and the metrics report turns."""
     from pathlib import Path
 
     caplog.set_level(logging.INFO, logger="trainer")
     config = load_config(
-        Path(__file__).parents[1] / "configs" / "train_swe_multiturn.yaml",
+        Path(__file__).parents[1] / "configs" / "train_swe.yaml",
         [f"run.output_dir={tmp_path}", "run.name=mt", "tasks.ids=[text-dedent-whitespace-lines]", "run.steps=1",
          "warm_start.steps=30", "warm_start.critic_pretrain_steps=1", "orchestrator.episodes_per_step=2",
          "orchestrator.episodes_per_worker=1", "evaluation.episodes=2"],
