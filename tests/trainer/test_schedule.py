@@ -347,3 +347,49 @@ def test_each_batch_of_a_schedule_takes_its_phases_tasks():
     assert [(j.batch, j.task_id) for j in jobs] == [
         (0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "c"), (2, "c"), (3, "a"), (3, "b"), (4, "a"), (4, "b"),
     ]  # fmt: skip
+
+
+def test_groups_lost_to_drops_are_replaced_so_an_async_run_never_stalls():
+    """Streaming with `wait` admission: the window counts groups that can still reach a batch.
+    Jobs 0-2 of a broken task are dropped (one attempt each); new groups replace them, so
+    batches keep coming (the bound counted every group ever created: the run stalled here
+    with nothing running, nothing queued and no batch)."""
+    schedule = _schedule(gated=False, max_staleness=1, staleness_policy="wait", max_attempts=1)  # B = 2
+    version, batches = 0, []
+    for _ in range(6):
+        for job in schedule.next_jobs(version=version, free_slots=100):
+            if job.job_id in (0, 1, 2):
+                assert schedule.finish(EpisodeResult(job.job_id, [], error="sandbox died")) == "dropped"
+            else:
+                schedule.finish(EpisodeResult(job.job_id, [_trajectory(job, version)]))
+        batch = schedule.take_batch(version)
+        if batch is not None:
+            batches.append(batch.ids)
+            schedule.learner_done()
+            version += 1
+    assert batches == [["3", "4"], ["5", "6"], ["7", "8"], ["9", "10"], ["11", "12"]]  # before: none at all
+    assert schedule.lost_groups == 3 and schedule.counters["infra_dropped"] == 3
+    restored = _schedule(gated=False, max_staleness=1, staleness_policy="wait", max_attempts=1)
+    restored.load_state_dict(schedule.state_dict())
+    assert restored.lost_groups == 3
+
+
+def test_a_group_dropped_stale_is_replaced_and_the_window_keeps_its_size():
+    schedule = _schedule(gated=False, max_staleness=1, staleness_policy="wait")  # B = 2: a window of 4 groups
+    jobs = {j.job_id: j for j in schedule.next_jobs(version=0, free_slots=100)}
+    assert sorted(jobs) == [0, 1, 2, 3]
+    for job_id in (1, 2):
+        schedule.finish(EpisodeResult(job_id, [_trajectory(jobs[job_id], 0)]))
+    assert schedule.take_batch(0).ids == ["1", "2"]
+    schedule.learner_done()
+    jobs.update({j.job_id: j for j in schedule.next_jobs(version=1, free_slots=100)})
+    assert sorted(jobs) == [0, 1, 2, 3, 4, 5]
+    schedule.finish(EpisodeResult(3, [_trajectory(jobs[3], 0)]))
+    schedule.finish(EpisodeResult(4, [_trajectory(jobs[4], 1)]))
+    assert schedule.take_batch(1).ids == ["3", "4"]
+    schedule.learner_done()
+    schedule.finish(EpisodeResult(0, [_trajectory(jobs[0], 0)]))  # two versions behind now
+    assert schedule.take_batch(2) is None and schedule.counters["stale_dropped"] == 1
+    assert schedule.lost_groups == 1
+    # Window (2 + 1 + 1) x 2 = 8 groups, of which group 0 is lost: three new ones, not two.
+    assert [j.job_id for j in schedule.next_jobs(version=2, free_slots=100)] == [6, 7, 8]

@@ -282,6 +282,11 @@ class Schedule:
         """Ids of trajectories dropped for staleness (infrastructure drops have no trajectory)."""
         self._waiting_since = -1
         self.counters = {"infra_retries": 0, "infra_dropped": 0, "stale_dropped": 0, "admission_waits": 0}
+        self.lost_groups = 0
+        """Streaming: groups created that will never reach a batch (every member dropped, for
+        infrastructure or staleness). The `wait` admission bound counts only the others: else
+        each loss shrank the window for good, an async run turned synchronous after
+        `max_staleness` batches of stale drops, and infrastructure drops could stall it."""
 
     @property
     def batch_trajectories(self) -> int:
@@ -340,7 +345,7 @@ class Schedule:
                 self._create_batch(self.next_group // self.groups_per_batch, version)
             return
         while len(self.queue) < free_slots:
-            if self.staleness_policy == "wait" and self.next_group >= (
+            if self.staleness_policy == "wait" and self.next_group - self.lost_groups >= (
                 (self.steps_done + self.max_staleness + 1) * self.groups_per_batch
             ):
                 if self._waiting_since != self.steps_done:  # count each hold once, not each poll
@@ -415,6 +420,8 @@ class Schedule:
         collected = [t for value in members.values() if value for t in value]
         if collected or self.gated:
             self.ready.append((group, collected, len(members)))
+        else:
+            self.lost_groups += 1
 
     def _vigor_progress(self, batch: int) -> None:
         """Once every rollout of a VIGOR batch created so far has finished: its next round's
@@ -448,6 +455,8 @@ class Schedule:
                     fresh.append(trajectory)
             if fresh or self.gated:
                 ready.append((group, fresh, played))
+            else:
+                self.lost_groups += 1
         self.ready = ready
         self.counters["stale_dropped"] += dropped
         return dropped
@@ -503,6 +512,7 @@ class Schedule:
             "consumed": self.consumed,
             "dropped": self.dropped,
             "counters": self.counters,
+            "lost_groups": self.lost_groups,
             "picker": self.picker.state_dict(),
         }
 
@@ -532,6 +542,7 @@ class Schedule:
         self.consumed = state["consumed"]
         self.dropped = state["dropped"]
         self.counters = dict(state["counters"])
+        self.lost_groups = state.get("lost_groups", 0)  # checkpoints from before the count: none known
         self.picker.load_state_dict(state["picker"])
 
 
