@@ -11,6 +11,8 @@ The pure, testable core, without Ray or torch:
 - `policy`: the bidirectional decision rule (`decide`) and the two baselines (`static`,
   `colocated`) as pure functions of a `PoolState`, and the `SignalMeter` that measures the
   wait signals they act on.
+- `simulator`: a deterministic discrete-event simulator of the asynchronous pipeline that
+  replays those policies on a time model, at any scale (`bench.multiplex`).
 
 docs/multiplex.md has the formulas and the simulated figures.
 """
@@ -29,6 +31,7 @@ from trainer.orchestrator.multiplex.policy import (
     decide,
     static,
 )
+from trainer.orchestrator.multiplex.simulator import Phase, SimConfig, SimResult, simulate
 from trainer.orchestrator.multiplex.timemodel import (
     EmpiricalLengths,
     LogNormalLengths,
@@ -45,9 +48,12 @@ __all__ = [
     "Candidate",
     "EmpiricalLengths",
     "LogNormalLengths",
+    "Phase",
     "PoolState",
     "Rule",
     "SignalMeter",
+    "SimConfig",
+    "SimResult",
     "Split",
     "Switch",
     "TimeModel",
@@ -59,5 +65,6 @@ __all__ = [
     "lengths_from_dict",
     "plan",
     "predict",
+    "simulate",
     "static",
 ]
