@@ -306,6 +306,27 @@ class OrchestratorConfig(_Section):
     the episode retried."""
     max_attempts: int = Field(default=3, gt=0)
     """Tries per episode before an infrastructure failure drops it (counted)."""
+    multiplex: Literal["static", "bidirectional", "colocated"] = "static"
+    """How resource units are shared between rollout and training (BiDiRL, docs/multiplex.md).
+    A unit is one rollout worker or one learner rank: there are `rollout_workers +
+    placement.learner_ranks` of them. `static`: the fixed split, as configured. `bidirectional`:
+    after `multiplex_profile_steps` steps the planner moves to the split its fitted time model
+    predicts fastest, then a unit of the waiting pool is lent to the bottleneck stage (a worker
+    sleeps and the learner grows a rank, or the learner shrinks and the worker wakes with the
+    newest weights) and returned when the imbalance reverses. `colocated`: every unit
+    time-shares: all generate one batch, then all train on it (synchronous: max_staleness 0).
+    Async mode only; `multiplex.json` in the run folder holds the profile, model and switches."""
+    multiplex_profile_steps: int = Field(default=3, ge=0)
+    """Bidirectional: learner steps profiled on the configured split before the planner fits
+    the time model and moves to its split (0: keep the configured split, no planning)."""
+    multiplex_window_s: float = Field(default=30.0, gt=0)
+    """Bidirectional: seconds of the window the wait signals are measured over (restarted at
+    every switch; it also spans at least `multiplex_window_steps` learner steps)."""
+    multiplex_window_steps: int = Field(default=4, gt=0)
+    """Bidirectional: learner steps a window must cover before the rule may move a unit."""
+    multiplex_min_imbalance: float = Field(default=0.2, gt=0, le=1)
+    """Bidirectional: a pool lends only when its wait signal (the share of the window the
+    learner waited for a batch, or rollout slots were held back by the learner) is at least this."""
 
 
 class PlacementConfig(_Section):
@@ -397,11 +418,24 @@ def _check(config: TrainConfig, where: str) -> TrainConfig:
         )
     if config.algorithm.allocation == "vigor":
         _check_vigor(config, spec, where)
+    if config.orchestrator.multiplex != "static":
+        _check_multiplex(config, where)
     if config.orchestrator.mode == "sync" and config.orchestrator.deterministic:
         raise ConfigError(
             f"{where}: field 'orchestrator.deterministic': applies to mode=async (sync is deterministic already)"
         )
     return config
+
+
+def _check_multiplex(config: TrainConfig, where: str) -> None:
+    orchestration = config.orchestrator
+    field = f"{where}: field 'orchestrator.multiplex': {orchestration.multiplex}"
+    if orchestration.mode != "async" or orchestration.deterministic:
+        raise ConfigError(f"{field} moves units while episodes stream; needs orchestrator.mode=async, not "
+                          "sync nor deterministic (their batches are fixed in advance)")  # fmt: skip
+    if config.placement.learner_gpus != config.placement.worker_gpus:
+        raise ConfigError(f"{field} lends units between the pools; placement.learner_gpus and "
+                          "placement.worker_gpus must be equal (a unit is the same device in either role)")  # fmt: skip
 
 
 def _check_vigor(config: TrainConfig, spec, where: str) -> None:

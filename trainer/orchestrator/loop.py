@@ -20,6 +20,18 @@ allocator between its rounds), trajectories finished but not consumed, what was 
 the task picker's RNG and curriculum. A gated (sync or
 deterministic) run first lets episodes pinned to older weights finish, so a resumed run
 consumes the same trajectories and reaches the same parameters bit for bit.
+
+Multiplexing (BiDiRL, `orchestrator.multiplex`, docs/multiplex.md): with `bidirectional` or
+`colocated`, every resource unit (`rollout_workers + placement.learner_ranks` of them) has a
+rollout worker, asleep while its unit serves the learner. Each loop iteration feeds a
+`SignalMeter` from the loop's own events, asks the policy which units change role, and
+applies its switches with the hot-switch primitives: a unit going to the learner gets no
+new episodes, its worker sleeps once idle, and the learner grows at the next step boundary
+(`LearnerGroup.resize`); a unit going back waits for the boundary, the learner shrinks and
+the worker wakes with the newest weights. No episode is cut (units drain), a job that
+reaches a sleeping worker is requeued, and the learner's state is carried by the resize.
+`bidirectional` first profiles `multiplex_profile_steps` steps on the configured split,
+fits the time model and moves to the planner's split.
 """
 
 from __future__ import annotations
@@ -84,9 +96,12 @@ class Orchestrator:
         sandbox_factory=None,
         on_step: Callable[[dict, Batch], None] | None = None,
         save: Callable[[int], None] | None = None,
+        multiplex_path: Path | None = None,
     ) -> None:
         """`on_step(record, batch)` receives each learner step's metrics; `save(step)` is
-        called when a checkpoint is due (after a gated run drained older pins)."""
+        called when a checkpoint is due (after a gated run drained older pins).
+        `multiplex_path`: where a multiplexed run writes its profile, time model, plan and
+        switches (`multiplex.json`)."""
         import ray
 
         self.ray = ray
@@ -111,8 +126,19 @@ class Orchestrator:
         self.weights_ref = None
         self.counters = Counters()
         self.version = 0
-        for index in range(config.rollout_workers):
+        self.held_slots = 0
+        """Free slots the last dispatch left empty (the schedule admitted nothing more)."""
+        self.mux = None
+        if config.multiplex != "static":
+            from trainer.orchestrator.multiplexing import Multiplex
+
+            self.mux = Multiplex(self, multiplex_path)
+            self.workers = [None] * len(self.mux.units.units)
+        for index in range(len(self.workers)):
             self._start_worker(index)
+        if self.mux is not None:  # the learner's units: their workers sleep until lent
+            learner_units = [u.index for u in self.mux.units.units if u.role != "rollout"]
+            self.ray.get([self.workers[i].sleep.remote() for i in learner_units])
 
     # -- workers ------------------------------------------------------------------------------
     def _start_worker(self, index: int, restart: bool = False) -> None:
@@ -135,6 +161,7 @@ class Orchestrator:
             keep_versions=config.max_staleness + 2,
             prefix_cache=not (config.deterministic or config.mode == "sync"),
             sandbox_factory=self.sandbox_factory,
+            sleep_mode=config.multiplex != "static",
         )
         if self.weights_ref is not None:
             self.workers[index].set_weights.remote(self.version, self.weights_ref)
@@ -202,14 +229,24 @@ class Orchestrator:
             self.ray.get(landed)
 
     # -- the loop -----------------------------------------------------------------------------
-    def _free_slots(self) -> dict[int, int]:
-        used = [0] * len(self.workers)
+    def _episodes(self) -> dict[int, int]:
+        """Episodes running on each worker."""
+        used = dict.fromkeys(range(len(self.workers)), 0)
         for running in self.running.values():
             used[running.worker] += 1
-        return {i: self.config.episodes_per_worker - used[i] for i in range(len(self.workers))}
+        return used
+
+    def _free_slots(self) -> dict[int, int]:
+        """Free episode slots of the workers that take new episodes (multiplexed: those of
+        units serving rollout and not draining)."""
+        used = self._episodes()
+        units = self.mux.units.open() if self.mux is not None else range(len(self.workers))
+        return {i: self.config.episodes_per_worker - used[i] for i in units}
 
     def _submit(self, job: EpisodeJob, free: dict[int, int]):
         """Start `job` on the worker with the most free slots (the lowest index on ties)."""
+        if not free:
+            raise RuntimeError("no rollout worker takes episodes (every unit serves the learner)")
         index = max(free, key=lambda i: (free[i], -i))
         free[index] -= 1
         return index, self.workers[index].run.remote(job)
@@ -219,11 +256,15 @@ class Orchestrator:
         for job in self.schedule.next_jobs(self.version, sum(free.values())):
             index, ref = self._submit(job, free)
             self.running[ref] = _Running(job, index, time.monotonic() + self.config.episode_timeout_s)
+        self.held_slots = sum(free.values())  # left free: the schedule admitted nothing more
 
     def _maybe_step(self) -> None:
         if self.learner_ref is not None:
             return
+        dropped = len(self.schedule.dropped)
         batch = self.schedule.take_batch(self.version)
+        if self.mux is not None:
+            self.mux.dropped(self.schedule.dropped[dropped:], lagging=batch is not None)
         if batch is None:
             return
         if not batch.trajectories:  # every trajectory was dropped (stale or failed)
@@ -235,6 +276,8 @@ class Orchestrator:
         self.learner_started = time.monotonic()
         if self.counters.first_step_started is None:
             self.counters.first_step_started = self.learner_started
+            if self.mux is not None:  # waiting for the first batch is start-up, not imbalance
+                self.mux.meter.restart(self.learner_started)
         self.learner_ref = self.learner.step_ref(batch.trajectories)
 
     def _on_result(self, ref) -> None:
@@ -247,6 +290,8 @@ class Orchestrator:
             self._restart_worker(running.worker)
             return
         outcome = self.schedule.finish(result)
+        if self.mux is not None and not result.error:
+            self.mux.finished(result.trajectories, self.version, self.schedule.max_staleness)
         if result.error:
             logger.warning("episode %d (%s): %s -> %s", running.job.job_id, running.job.task_id, result.error, outcome)
 
@@ -260,6 +305,8 @@ class Orchestrator:
         self.counters.last_step_ended = time.monotonic()
         self.counters.learner_busy_seconds += self.counters.last_step_ended - self.learner_started
         self.schedule.learner_done()
+        if self.mux is not None:
+            self.mux.stepped(record, batch, self.counters.last_step_ended - self.learner_started)
         if self.on_step:
             self.on_step(record, batch)
         step = self.schedule.steps_done
@@ -320,11 +367,17 @@ class Orchestrator:
         every `checkpoint_every`-th step (0: none) and after the last."""
         self.steps, self.checkpoint_every = steps, checkpoint_every
         while self.schedule.steps_done < steps:
+            if self.mux is not None:
+                self.mux.tick()
             self._dispatch()
             self._maybe_step()
+            if self.mux is not None:
+                self.mux.signals()
             if self.schedule.steps_done >= steps:
                 break
             self._wait()
+        if self.mux is not None and self.learner_ref is None:
+            self.mux.restore()
 
     def play(self, jobs: list[EpisodeJob], progress: str | None = None) -> list:
         """Run `jobs` outside the schedule (e.g. the batch value pre-training learns from).
@@ -373,6 +426,8 @@ class Orchestrator:
         return max(0.0, 1.0 - self.counters.learner_busy_seconds / wall) if wall > 0 else 0.0
 
     def shutdown(self) -> None:
+        if self.mux is not None:
+            self.mux.write()
         # Workers close their warm pools first (a few seconds at most), then are killed.
         closing = [worker.close.remote() for worker in self.workers if worker is not None]
         if closing:

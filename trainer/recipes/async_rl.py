@@ -111,7 +111,16 @@ class AsyncRLRecipe:
         )
         rearm()  # Ray's core took SIGTERM: make it stop the run cleanly again (see train.main)
         logger.info("loading the learner (%s on %s)", config.algorithm.name, config.model.name)
-        self.learner = LearnerGroup(config, ranks=placement.learner_ranks, num_gpus=placement.learner_gpus)
+        # Multiplexed: warm spare rank processes, so a unit joining the learner skips a process
+        # start (a one-unit grow takes them all; colocated grows to every unit at once).
+        units = orchestration.rollout_workers + placement.learner_ranks
+        spares = {"static": 0, "bidirectional": placement.learner_ranks + 1, "colocated": units}
+        self.learner = LearnerGroup(
+            config,
+            ranks=placement.learner_ranks,
+            num_gpus=placement.learner_gpus,
+            spares=spares[orchestration.multiplex],
+        )
         if resume:
             self.resumed = self.learner.load(str(resume))
         self.schedule, self.pac = build_schedule(config, tasks)
@@ -145,8 +154,9 @@ class AsyncRLRecipe:
         self.orchestrator = Orchestrator(
             orchestration, workers, self.schedule, self.learner, tasks,
             sandbox_factory=self.sandbox_factory, on_step=self._on_step, save=self.save,
+            multiplex_path=self.run_dir / "multiplex.json",
         )  # fmt: skip
-        logger.info("starting %d rollout workers (loading the model in each)", orchestration.rollout_workers)
+        logger.info("starting %d rollout workers (loading the model in each)", len(self.orchestrator.workers))
         self.orchestrator.publish(self.learner.version(), wait=True)  # every worker is up
 
     def _start_records_afresh(self) -> None:

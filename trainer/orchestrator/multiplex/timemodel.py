@@ -345,7 +345,8 @@ def fit(
     ln(concurrency) (alpha as given if one concurrency was profiled); tool seconds per turn
     = total tool seconds / total turns; s0 and a slope per learner size by least squares of
     seconds on tokens with a shared intercept, then c1 and eff by least squares of
-    ln(slope_k * k) on log2(k) (eff as given for one size; s0 = 0 if tokens never varied);
+    ln(slope_k * k) on log2(k) (eff as given for one size; s0 = 0 if tokens never varied, or
+    varied too little to give every size a positive slope);
     switch seconds: the mean per direction. Exact on data drawn from the model.
     """
     by_kind: dict[str, list[tuple[int, dict]]] = {"episode": [], "learner_step": [], "switch": []}
@@ -388,6 +389,16 @@ def fit(
         assumed.append("learner_step_overhead_s")
         solution = [0.0] + (_lstsq([row[1:] for row in rows], seconds) or [0.0] * len(sizes))
     s0, slopes = solution[0], solution[1:]
+    if min(slopes) <= 0 and "learner_step_overhead_s" not in assumed:
+        # Tokens varied too little for the noise to separate overhead from per-token time (a
+        # short profile of similar batches): every second per token, as when they never varied.
+        assumed.append("learner_step_overhead_s")
+        solution = [0.0] + [
+            sum(s for (_, tokens, s, units) in steps if int(units) == k)
+            / sum(tokens for (_, tokens, _, units) in steps if int(units) == k)
+            for k in sizes
+        ]
+        s0, slopes = solution[0], solution[1:]
     if min(slopes) <= 0:
         raise TimeModelError(f"learner steps: seconds do not grow with tokens (slopes {slopes}); profile more steps")
     line = _fit_line([math.log2(k) for k in sizes], [math.log(b * k) for b, k in zip(slopes, sizes, strict=True)])

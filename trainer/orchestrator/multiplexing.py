@@ -1,0 +1,278 @@
+"""BiDiRL in the orchestrator's loop (`orchestrator.multiplex`): the planner after a profiling
+phase, the policy on every iteration, and its switches applied with the hot-switch
+primitives (`RolloutWorker.sleep` / `wake`, `LearnerGroup.resize`).
+
+`Multiplex` is driven by `Orchestrator.run`: `tick()` at the top of every loop iteration
+(advance the signal meter, move the switches in flight, plan or ask the policy), `signals()`
+after dispatching and stepping (the state the meter integrates until the next event), and
+the event hooks `finished` (episodes done), `dropped` (stale drops at batch time) and
+`stepped` (a learner step ended: its profile record and its metrics). The meter is fed as
+`policy.SignalMeter` documents: the learner waits while no step runs and no full batch is
+ready; rollout slots are held while the schedule admits nothing into free slots of units
+that take episodes, and an episode that finished fresh and aged out in the queue behind a
+full batch counts its slot-seconds as wasted.
+
+Switch order (`multiplex.units`): to the learner, a unit drains (no new episodes), its worker
+sleeps once idle and the learner grows at the next step boundary; to rollout, the learner
+shrinks at the next step boundary, then the worker wakes with the newest published weights
+(a newer version published while it slept wins). A boundary is any moment no learner step is
+in flight: resizes happen between two steps only, so a step never sees its ranks change.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from trainer.orchestrator.multiplex import LEARNER, POLICIES, ROLLOUT, Rule, SignalMeter, Switch, TimeModelError, fit
+from trainer.orchestrator.multiplex import plan as make_plan
+from trainer.orchestrator.multiplex.units import Units
+from trainer.orchestrator.schedule import staleness
+
+logger = logging.getLogger(__name__)
+
+
+def episode_record(trajectory, step: int) -> dict | None:
+    """A `timemodel.fit` episode record of a finished trajectory: its tokens (prompt and
+    observations included: prefill is folded into the generation rate), turns, seconds
+    waiting on the engine, and every other second of its wall time (sandbox start, tool
+    calls, grading) as tool seconds; None when it never reached the engine."""
+    if trajectory.engine_seconds <= 0 or len(trajectory.token_ids) < 1:
+        return None
+    return {
+        "kind": "episode",
+        "tokens": len(trajectory.token_ids),
+        "turns": max(1, trajectory.turns),
+        "generation_seconds": round(trajectory.engine_seconds, 4),
+        "tool_seconds": round(max(0.0, trajectory.wall_seconds - trajectory.engine_seconds), 4),
+        "step": step,
+    }
+
+
+class Multiplex:
+    def __init__(self, orchestrator, path: Path | None = None) -> None:
+        config = orchestrator.config
+        self.o = orchestrator
+        self.config = config
+        self.path = path
+        self.name = config.multiplex
+        self.policy = POLICIES[config.multiplex]
+        self.rule = Rule(min_imbalance=config.multiplex_min_imbalance, min_window_steps=config.multiplex_window_steps)
+        self.meter = SignalMeter(config.multiplex_window_s, config.multiplex_window_steps)
+        self.units = Units.split(config.rollout_workers, len(orchestrator.learner.ranks))
+        self.start = time.monotonic()
+        self.profile: list[dict] = []
+        self.profile_steps = config.multiplex_profile_steps if self.name == "bidirectional" else 0
+        self.planned = self.profile_steps == 0
+        self.model: dict | None = None
+        self.plan: dict | None = None
+        self.steps = 0
+        self.reported = 0
+        self.fresh: dict[str, tuple[bool, float]] = {}
+        """Finished, not yet consumed trajectories: (fresh when it finished, its seconds)."""
+        if self.name == "colocated":  # verl-style time-sharing: generate a batch, then train on it
+            schedule = orchestrator.schedule
+            schedule.max_staleness, schedule.staleness_policy = 0, "wait"
+            logger.info("multiplex colocated: synchronous batches (max_staleness 0, staleness_policy wait)")
+
+    # -- the loop's hooks ---------------------------------------------------------------------
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.meter.advance(now)
+        self.move()
+        if not self.planned:
+            if self.steps >= self.profile_steps and not self.units.switching():
+                self._plan(now)
+        else:
+            o = self.o
+            state = self.units.state(
+                now,
+                o._episodes(),
+                self.meter.read(now),
+                ready=self._ready(),
+                running=len(o.running),
+                episodes_per_step=o.schedule.batch_trajectories,
+                stepping=o.learner_ref is not None,
+            )
+            switches = self.policy(state, self.rule)
+            if switches:
+                if self.name == "colocated":
+                    reason = "colocated: " + ("a batch is ready" if switches[0].to == LEARNER else "the step is done")
+                else:
+                    reason = (f"learner_wait {state.learner_wait:.2f}, rollout_wait {state.rollout_wait:.2f} over "
+                              f"{state.window_s:.1f} s and {state.window_steps} steps")  # fmt: skip
+                self._request(switches, now, reason)
+        self.move()
+
+    def signals(self) -> None:
+        o = self.o
+        waiting = o.learner_ref is None and self._ready() < o.schedule.batch_trajectories
+        slots = self.config.episodes_per_worker * len(self.units.open())
+        self.meter.set(learner_waiting=waiting, held_slots=o.held_slots, slots=slots)
+
+    def finished(self, trajectories: list, version: int, max_staleness: int) -> None:
+        for trajectory in trajectories:
+            fresh = staleness(trajectory, version) <= max_staleness
+            self.fresh[trajectory.trajectory_id] = (fresh, trajectory.episode_seconds)
+
+    def dropped(self, ids: list[str], *, lagging: bool) -> None:
+        """Stale drops at batch time; `lagging`: a full batch was waiting for the learner."""
+        now = time.monotonic()
+        for trajectory_id in ids:
+            fresh, seconds = self.fresh.pop(trajectory_id, (False, 0.0))
+            if fresh and lagging:
+                self.meter.wasted(now, seconds)
+
+    def stepped(self, record: dict, batch, seconds: float) -> None:
+        """A learner step ended after `seconds`: profile it, add the multiplex metrics to `record`."""
+        now = time.monotonic()
+        self.meter.step(now)
+        self.steps += 1
+        for trajectory_id in batch.ids:
+            self.fresh.pop(trajectory_id, None)
+        for trajectory in batch.trajectories:
+            if (episode := episode_record(trajectory, self.steps)) is not None:
+                self.profile.append(episode)
+        tokens = sum(len(t.token_ids) for t in batch.trajectories)
+        ranks = len(self.o.learner.ranks)
+        self.profile.append({"kind": "learner_step", "tokens": tokens, "seconds": round(seconds, 4), "units": ranks,
+                             "step": self.steps})  # fmt: skip
+        switches = self.units.done[self.reported :]
+        self.reported = len(self.units.done)
+        wait, hold, _, _ = self.meter.read(now)
+        lent_to_rollout, lent_to_learner = self.units.lent()
+        record.update(
+            rollout_units=self.units.serving(ROLLOUT),
+            learner_units=self.units.serving(LEARNER),
+            learner_ranks=ranks,
+            lent_to_rollout=lent_to_rollout,
+            lent_to_learner=lent_to_learner,
+            learner_wait=round(wait, 4),
+            rollout_wait=round(hold, 4),
+        )
+        for direction in ("to_learner", "to_rollout"):
+            mine = [s["seconds"] for s in switches if s["direction"] == direction]
+            record[f"switches_{direction}"] = len(mine)
+            record[f"switch_{direction}_s"] = round(sum(mine), 4)
+
+    # -- switches -----------------------------------------------------------------------------
+    def _ready(self) -> int:
+        return sum(len(trajectories) for _, trajectories, _ in self.o.schedule.ready)
+
+    def _request(self, switches: list[Switch], now: float, reason: str) -> None:
+        for switch in self.units.request(switches, now, reason):
+            unit = self.units.units[switch.unit]
+            logger.info("multiplex: unit %d (home %s) switches %s -> %s: %s", unit.index, unit.home, unit.role,
+                        switch.to, reason)  # fmt: skip
+
+    def move(self) -> None:
+        """Take the switches in flight as far as they can go now (module docstring)."""
+        o, ray = self.o, self.o.ray
+        for index in self.units.drained(o._episodes()):
+            try:
+                seconds = ray.get(o.workers[index].sleep.remote())
+            except ray.exceptions.RayActorError:
+                logger.warning("multiplex: worker %d died before sleeping; restarted, it stays in rollout", index)
+                o._restart_worker(index)
+                self.units.cancel(index)
+                continue
+            self.units.slept(index, seconds)
+        if o.learner_ref is not None:
+            return  # a step is in flight: the learner changes size only between steps
+        grow, shrink = self.units.due()
+        if not grow and not shrink:
+            return
+        before, ranks = len(o.learner.ranks), self.units.ranks()
+        resize_s = o.learner.resize(ranks)
+        now = time.monotonic()
+        self.units.resized(grow, resize_s, now, now - self.start)
+        for index in shrink:
+            started = time.monotonic()
+            try:
+                ray.get(o.workers[index].wake.remote(o.version, o.weights_ref))
+            except ray.exceptions.RayActorError:  # a restarted worker starts awake, with the weights
+                logger.warning("multiplex: worker %d died asleep; restarted", index)
+                o._restart_worker(index)
+            now = time.monotonic()
+            self.units.woke(index, resize_s, now - started, now, now - self.start)
+        for switch in self.units.done[-len(grow) - len(shrink) :]:
+            logger.info("multiplex: unit %d is in %s (%s in %.2f s; learner %d -> %d ranks)", switch["unit"],
+                        switch["direction"][3:], switch["direction"], switch["seconds"], before, ranks)  # fmt: skip
+        if self.meter.started:  # the split changed: the signals start over
+            self.meter.restart(time.monotonic())
+
+    def restore(self) -> None:
+        """After the last step (no step in flight): every unit back to its home pool, so that
+        what runs after RL (the evaluation) finds the configured (or planned) split. Units still
+        draining with episodes on them stay in rollout."""
+        for unit in self.units.units:
+            if unit.role == ROLLOUT and unit.target == LEARNER:
+                self.units.cancel(unit.index)
+        self.move()  # units asleep in transit join the learner first
+        away = [Switch(u.index, u.home) for u in self.units.units if u.role != u.home and u.target is None]
+        self._request(away, time.monotonic(), "the run is over: back to its home pool")
+        self.move()
+
+    # -- the planner --------------------------------------------------------------------------
+    def records(self, steps: int | None = None) -> list[dict]:
+        """Profile records of the first `steps` learner steps (all: None) and every switch."""
+        mine = [r for r in self.profile if steps is None or r["step"] <= steps]
+        return mine + [{"kind": "switch", **s} for s in self.units.done]
+
+    def _plan(self, now: float) -> None:
+        o = self.o
+        self.planned = True
+        try:
+            model = fit(self.records(self.profile_steps))
+        except TimeModelError as exc:
+            logger.warning("multiplex: no time model from the profile (%s); keeping the configured split", exc)
+            return
+        split = make_plan(
+            model, len(self.units.units), o.schedule.batch_trajectories,
+            episodes_per_unit=self.config.episodes_per_worker, max_staleness=o.schedule.max_staleness,
+        )  # fmt: skip
+        self.model, self.plan = model.to_dict(), split.to_dict()
+        logger.info("multiplex: time model %s", json.dumps(model.summary()))
+        rollout = [u for u in self.units.units if u.role == ROLLOUT]
+        learner = [u for u in self.units.units if u.role == LEARNER]
+        episodes = o._episodes()
+        move = len(rollout) - split.rollout_units
+        if move > 0:  # the idlest rollout units go first
+            chosen = sorted(rollout, key=lambda u: (episodes.get(u.index, 0), -u.index))[:move]
+            switches = [Switch(u.index, LEARNER) for u in chosen]
+        else:
+            switches = [Switch(u.index, ROLLOUT) for u in learner[: -move or 0]]
+        reason = (f"plan: {split.rollout_units} rollout + {split.learner_units} learner units (predicted "
+                  f"{split.predicted.throughput:.3g} episodes/s, {split.predicted.bottleneck}-bound)")  # fmt: skip
+        logger.info("multiplex %s", reason)
+        self._request(switches, now, reason)
+        self.units.rehome()
+        self.write()
+
+    def write(self) -> None:
+        """`multiplex.json`: the settings, the profile, the time model and plan (if made), the
+        model fitted on the whole run, every switch."""
+        if self.path is None:
+            return
+        o = self.o
+        try:
+            whole = fit(self.records()).to_dict()
+        except TimeModelError as exc:
+            whole = {"error": str(exc)}
+        report = {
+            "policy": self.name,
+            "units": len(self.units.units),
+            "rollout_workers": self.config.rollout_workers,
+            "episodes_per_step": o.schedule.batch_trajectories,
+            "episodes_per_unit": self.config.episodes_per_worker,
+            "max_staleness": o.schedule.max_staleness,
+            "profile_steps": self.profile_steps,
+            "model": self.model,
+            "plan": self.plan,
+            "run_model": whole,
+            "switches": self.units.done,
+            "profile": self.profile,
+        }
+        self.path.write_text(json.dumps(report, indent=1) + "\n")
