@@ -40,13 +40,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from bench.common import RESULTS
 from trainer.orchestrator.multiplex import (
     POLICIES,
+    EmpiricalLengths,
     LogNormalLengths,
     Phase,
     Rule,
@@ -54,6 +57,7 @@ from trainer.orchestrator.multiplex import (
     SimResult,
     TimeModel,
     TimeModelError,
+    fit,
     plan,
     predict,
     simulate,
@@ -113,6 +117,81 @@ def forced_schedule(steps: int) -> list[Phase]:
     ]
 
 
+# -- the real half's workload ----------------------------------------------------------------
+PADDING = (
+    "Background for the reviewer: this repository is a small calculator library used by the "
+    "billing service; every function is pure and has a unit test; keep the public names. "
+)
+
+
+def write_phase_suite(folder: Path, *, slow_seconds: float = 3.0, tasks: int = 4, padding: int = 40,
+                      slow_steps: int = 6, fast_steps: int = 100) -> Path:  # fmt: skip
+    """A two-phase task stream that forces each stage in turn to be the bottleneck; returns
+    its YAML (`tasks.source=stream:PATH`).
+
+    - `slow episodes` (`slow_steps` learner steps): `tasks` tasks whose hidden test sleeps
+      `slow_seconds` (the learner waits on rollouts);
+    - `slow learner` (then on): `tasks` tasks whose tests do not sleep and whose problem
+      statement carries `padding` paragraphs of background: each episode is fast but long in
+      tokens, so the learner's step (its cost grows with tokens) lags and rollouts wait on
+      admission.
+    Every task is the same one-line bug (`calc.add` subtracts)."""
+    import textwrap
+
+    def task(name: str, sleep: float, statement: str) -> None:
+        root = folder / name
+        (root / "repo" / "tests").mkdir(parents=True, exist_ok=True)
+        (root / "repo" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+        (root / "repo" / "tests" / "__init__.py").write_text("")
+        sleeping = f"time.sleep({sleep})" if sleep else "pass"
+        (root / "repo" / "tests" / "test_calc.py").write_text(
+            "import time\nimport unittest\n\nfrom calc import add\n\n\nclass Calc(unittest.TestCase):\n"
+            f"    def test_add(self):\n        {sleeping}\n        self.assertEqual(add(2, 3), 5)\n"
+        )
+        (root / "task.yaml").write_text(
+            textwrap.dedent(
+                f"""\
+                id: {name}
+                family: {name.rsplit("-", 1)[0]}
+                difficulty: easy
+                workspace: repo
+                grading:
+                  test_command: python3 -m unittest -v tests.test_calc
+                  log_parser: unittest
+                  fail_to_pass: [tests.test_calc.Calc.test_add]
+                limits:
+                  max_turns: 1
+                  grading_timeout_s: 120
+                """
+            )
+            + "problem_statement: "
+            + json.dumps(statement)
+            + "\n"
+        )
+
+    problem = "add(2, 3) returns -1 instead of 5; fix calc.add."
+    slow = [f"slow-{i:02d}" for i in range(tasks)]
+    fast = [f"long-{i:02d}" for i in range(tasks)]
+    for name in slow:
+        task(name, slow_seconds, problem)
+    for name in fast:
+        task(name, 0.0, problem + "\n\n" + PADDING * padding)
+    stream = folder / "stream.yaml"
+    stream.write_text(
+        json.dumps(
+            {
+                "source": str(folder),
+                "phases": [
+                    {"name": "slow episodes", "steps": slow_steps, "tasks": slow},
+                    {"name": "slow learner", "steps": fast_steps, "tasks": fast},
+                ],
+            },
+            indent=1,
+        )
+    )
+    return stream
+
+
 def simulate_configuration(
     model: TimeModel,
     units: int,
@@ -161,6 +240,195 @@ def simulate_configuration(
         if progress:
             print(f"{progress}: {policy} simulated in {time.process_time() - started:.1f} s", file=sys.stderr)
     return results
+
+
+# -- the real half -----------------------------------------------------------------------------
+REAL = {
+    "orchestrator.rollout_workers": 2,
+    "placement.learner_ranks": 2,
+    "orchestrator.episodes_per_worker": 2,
+    "orchestrator.episodes_per_step": 4,
+    "orchestrator.max_staleness": 1,
+    "orchestrator.multiplex_profile_steps": 0,
+    "orchestrator.multiplex_window_steps": 2,
+    "orchestrator.multiplex_window_s": 1.0,
+    "rollout.max_turns": 1,
+    "rollout.max_new_tokens": 4,
+    "rollout.max_total_tokens": 4096,
+    "learner.lr": 1e-5,
+    "run.samples_every": 0,
+}
+"""The tiny configuration every real run uses (the e2e test's): 4 units, 2 + 2 at the start
+(no planner: the simulator starts the same split), a signal window of 2 steps."""
+REAL_SLOW_STEPS = 8
+REAL_STEPS = 20
+
+
+def real_run(policy: str, stream: Path, output: Path, steps: int) -> Path:
+    """One training run of the phase workload under `policy`; its run folder."""
+    from trainer.config import load_config
+    from trainer.train import train
+
+    overrides = [f"{key}={value}" for key, value in REAL.items()]
+    overrides += [f"tasks.source=stream:{stream}", f"run.output_dir={output}", f"run.name={policy}",
+                  f"run.steps={steps}", f"orchestrator.multiplex={policy}"]  # fmt: skip
+    return train(load_config(None, overrides))
+
+
+def measured(run_dir: Path, warmup: int = WARMUP_STEPS, *, colocated: bool = False) -> dict[str, float]:
+    """Real figures of a run folder over the steps after `warmup` (as the simulator's):
+    trajectories/s and learner steps/s; the learner's idle fraction (wall time not in a
+    step: for colocated, whose learner exists only while it steps in the simulator, this
+    counts the time its units generate); the rollout pool's (slot-seconds not holding a
+    consumed episode, over the episode slots of the units serving rollout); switches and
+    their mean seconds per direction (`multiplex.json`); steps/s per phase."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    after = records[warmup:]
+    span = sum(r["step_seconds"] for r in after)
+    slots = REAL["orchestrator.episodes_per_worker"]
+    if colocated:  # every unit generates between two steps (switch time counted as generating)
+        units = REAL["orchestrator.rollout_workers"] + REAL["placement.learner_ranks"]
+        slot_seconds = slots * units * sum(r["step_seconds"] - r["learner_seconds"] for r in after)
+    else:  # the units serving rollout at each step's end, over that step
+        slot_seconds = sum(slots * r.get("rollout_units", REAL["orchestrator.rollout_workers"]) * r["step_seconds"]
+                           for r in after)  # fmt: skip
+    out = {
+        "seconds": round(span, 3),
+        "trajectories_per_s": round(sum(r["episodes"] for r in after) / span, 4),
+        "steps_per_s": round(len(after) / span, 5),
+        "learner_idle_fraction": round(1 - sum(r["learner_seconds"] for r in after) / span, 4),
+        "rollout_idle_fraction": round(1 - sum(sum(r["episode_seconds"]) for r in after) / slot_seconds, 4),
+        "stale_dropped": records[-1]["stale_dropped"],
+    }
+    phases: dict[str, list[float]] = {}
+    for record in after:
+        phases.setdefault(record["phase"], []).append(record["step_seconds"])
+    for index, seconds in enumerate(phases.values()):
+        out[f"phase{index}_steps_per_s"] = round(len(seconds) / sum(seconds), 5)
+    report = run_dir / "multiplex.json"
+    switches = json.loads(report.read_text())["switches"] if report.is_file() else []
+    for direction in ("to_learner", "to_rollout"):
+        mine = [s["seconds"] for s in switches if s["direction"] == direction]
+        out[f"switches_{direction}"] = len(mine)
+        out[f"switch_{direction}_s"] = round(statistics.fmean(mine), 4) if mine else 0.0
+    return out
+
+
+def model_from_run(run_dir: Path, switch_runs: list[Path]) -> tuple[TimeModel, list[Phase]]:
+    """The time model fitted on a static run's profile (its metrics: each step's mean
+    episode and its learner step), the phases of the workload, and what only the
+    multiplexed `switch_runs` measure (their `multiplex.json`): switch times, and learner
+    steps at other numbers of units (the learner's scaling, `dp_efficiency`).
+
+    The model's generation rate, lengths and tool time are the first phase's; the learner
+    is fitted on every step (the phases' different tokens separate its overhead from its
+    per-token time). The second phase keeps the first's generation rate: its own episodes'
+    measured lengths, and its tool time set so its episodes take their measured time."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    by_phase: dict[str, list[dict]] = {}
+    for record in records:
+        by_phase.setdefault(record["phase"], []).append(record)
+
+    def episode(record: dict) -> dict:
+        n = record["episodes"]
+        return {"kind": "episode", "tokens": record["tokens"] / n, "turns": record["turns_mean"],
+                "generation_seconds": record["engine_seconds"] / n,
+                "tool_seconds": (record["wall_seconds"] - record["engine_seconds"]) / n}  # fmt: skip
+
+    profile = [episode(r) for r in next(iter(by_phase.values()))]
+    profile += [
+        {"kind": "learner_step", "tokens": r["tokens"], "seconds": r["learner_seconds"],
+         "units": REAL["placement.learner_ranks"]}
+        for r in records
+    ]  # fmt: skip
+    for folder in switch_runs:  # their switches, and their learner's steps at other sizes
+        report = folder / "multiplex.json"
+        if report.is_file():
+            data = json.loads(report.read_text())
+            profile += [{"kind": "switch", **s} for s in data["switches"]]
+            profile += [r for r in data["profile"] if r["kind"] == "learner_step"]
+    model = fit(profile)
+    phases = []
+    for index, (name, mine) in enumerate(by_phase.items()):
+        lengths = EmpiricalLengths(tuple((round(r["tokens"] / r["episodes"]), round(r["turns_mean"])) for r in mine))
+        steps = len(mine) if index < len(by_phase) - 1 else 10**6
+        if index == 0:
+            phases.append(Phase(steps, lengths, name=name))
+            continue
+        episodes = sum(r["episodes"] for r in mine)
+        wall = sum(r["wall_seconds"] for r in mine) / episodes
+        tool = max(0.0, wall - lengths.mean_tokens() / model.generation_tokens_per_s) / lengths.mean_turns()
+        phases.append(Phase(steps, lengths, tool_slowdown=tool / model.tool_seconds_per_turn, name=name))
+    return model, phases
+
+
+def real_half(steps: int, slow_steps: int, workdir: Path) -> tuple[dict[str, dict], dict[str, SimResult], TimeModel]:
+    """Each policy run for real on the phase workload, then simulated on the model fitted
+    from the static run: ({policy: measured figures}, {policy: SimResult}, the model)."""
+    import ray
+
+    from trainer.orchestrator.loop import start_ray
+
+    stream = write_phase_suite(workdir / "suite", slow_steps=slow_steps)
+    runs: dict[str, Path] = {}
+    started = start_ray(workers=8)
+    try:
+        for policy in POLICIES:
+            began = time.monotonic()
+            runs[policy] = real_run(policy, stream, workdir / "runs", steps)
+            print(f"bench.multiplex real: {policy} ran in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    finally:
+        if started:
+            ray.shutdown()
+    real = {policy: measured(folder, colocated=policy == "colocated") for policy, folder in runs.items()}
+    model, phases = model_from_run(runs["static"], [runs["bidirectional"], runs["colocated"]])
+    simulated = simulate_configuration(
+        model, REAL["orchestrator.rollout_workers"] + REAL["placement.learner_ranks"],
+        episodes_per_step=REAL["orchestrator.episodes_per_step"],
+        episodes_per_unit=REAL["orchestrator.episodes_per_worker"], max_staleness=REAL["orchestrator.max_staleness"],
+        steps=steps, rollout_units=REAL["orchestrator.rollout_workers"], phases=phases,
+        rule=Rule(min_window_steps=REAL["orchestrator.multiplex_window_steps"]),
+        window_s=REAL["orchestrator.multiplex_window_s"],
+    )  # fmt: skip
+    return real, simulated, model
+
+
+def real_table(real: dict[str, dict], simulated: dict[str, SimResult]) -> str:
+    """Real and simulated side by side, with the simulator's error on throughput."""
+    lines = [
+        "| policy | trajectories/s real | simulated | error | steps/s per phase real | simulated "
+        "| learner idle real / sim | rollout idle real / sim | switches to learner / rollout real | sim "
+        "| switch s to learner / rollout (real) |",
+        "|---|---:|---:|---:|---|---|---|---|---:|---:|---:|",
+    ]
+    for policy, figures in real.items():
+        sim = simulated[policy]
+        error = sim.trajectories_per_s / figures["trajectories_per_s"] - 1
+        phases = [figures[k] for k in sorted(figures) if k.startswith("phase")]
+        lines.append(
+            f"| {policy} | {figures['trajectories_per_s']:.3f} | {sim.trajectories_per_s:.3f} | {error:+.1%} | "
+            f"{', '.join(f'{p:.3f}' for p in phases)} | {', '.join(f'{p:.3f}' for p in sim.phase_steps_per_s)} | "
+            f"{figures['learner_idle_fraction']:.1%} / {sim.learner_idle_fraction:.1%} | "
+            f"{figures['rollout_idle_fraction']:.1%} / {sim.rollout_idle_fraction:.1%} | "
+            f"{figures['switches_to_learner']} / {figures['switches_to_rollout']} | "
+            f"{sim.switches_to_learner} / {sim.switches_to_rollout} | "
+            f"{figures['switch_to_learner_s']:.2f} / {figures['switch_to_rollout_s']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def real_figures(real: dict[str, dict], simulated: dict[str, SimResult], model: TimeModel) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for policy, figures in real.items():
+        sim = simulated[policy]
+        out.update({f"real_{policy}_{key}": value for key, value in figures.items()})
+        out[f"real_{policy}_vs_static"] = round(figures["trajectories_per_s"] / real["static"]["trajectories_per_s"], 4)
+        out[f"real_{policy}_simulated_trajectories_per_s"] = round(sim.trajectories_per_s, 4)
+        out[f"real_{policy}_simulator_error"] = round(sim.trajectories_per_s / figures["trajectories_per_s"] - 1, 4)
+        for index, rate in enumerate(sim.phase_steps_per_s):
+            out[f"real_{policy}_simulated_phase{index}_steps_per_s"] = round(rate, 5)
+    out.update({f"real_model_{k}": v for k, v in model.to_dict().items() if isinstance(v, float)})
+    return out
 
 
 def figures(name: str, results: dict[str, SimResult], predicted: float | None) -> dict[str, float]:
@@ -245,6 +513,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps-per-phase", type=int, default=STEPS_PER_PHASE)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--real",
+        action="store_true",
+        help="also the real half: static, colocated and bidirectional trained on this machine (the tiny model, "
+        "local sandboxes, 4 units) on a workload of slow episodes then a slow learner, and each simulated on the "
+        "time model fitted from the static run: about 10 minutes on 2 cores",
+    )
+    parser.add_argument("--real-steps", type=int, default=REAL_STEPS, help="learner steps of each real run")
+    parser.add_argument("--slow-steps", type=int, default=REAL_SLOW_STEPS, help="steps of the slow-episode phase")
+    parser.add_argument(
         "--json", "--out", dest="json", type=Path, default=RESULTS / "multiplex.json", help="where to write the figures"
     )
     args = parser.parse_args(argv)
@@ -291,6 +568,15 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         flat.update(figures(name, results[name], predicted))
     print(f"bench.multiplex (SIMULATED: {label}; {per_step} episodes a step, {per_unit} per unit)\n")
     print(table(results, {name: [p.name for p in phases] for name, phases in schedules.items()}))
+    if args.real:
+        with tempfile.TemporaryDirectory(prefix="bench-multiplex-") as tmp:
+            real, simulated, measured_model = real_half(args.real_steps, args.slow_steps, Path(tmp))
+        print(f"\nbench.multiplex (REAL: this machine, 4 units, {args.real_steps} steps: {args.slow_steps} of slow "
+              "episodes, then a slow learner; SIMULATED: the same configuration on the model fitted from the "
+              "static run)\n")  # fmt: skip
+        print(real_table(real, simulated))
+        print(f"\nfitted model: {json.dumps(measured_model.summary())}")
+        flat.update(real_figures(real, simulated, measured_model))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(flat, indent=2) + "\n")
     print(f"\nwritten: {args.json}")
