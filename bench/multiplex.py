@@ -521,6 +521,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--real-steps", type=int, default=REAL_STEPS, help="learner steps of each real run")
     parser.add_argument("--slow-steps", type=int, default=REAL_SLOW_STEPS, help="steps of the slow-episode phase")
+    parser.add_argument("--workdir", type=Path, help="keep the real runs' folders here (default: a temporary one)")
     parser.add_argument(
         "--json", "--out", dest="json", type=Path, default=RESULTS / "multiplex.json", help="where to write the figures"
     )
@@ -569,11 +570,17 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"bench.multiplex (SIMULATED: {label}; {per_step} episodes a step, {per_unit} per unit)\n")
     print(table(results, {name: [p.name for p in phases] for name, phases in schedules.items()}))
     if args.real:
+        import os
+
+        load = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="bench-multiplex-") as tmp:
-            real, simulated, measured_model = real_half(args.real_steps, args.slow_steps, Path(tmp))
+            real, simulated, measured_model = real_half(args.real_steps, args.slow_steps, args.workdir or Path(tmp))
+        load = (load + os.getloadavg()[0]) / 2
+        flat["real_load_average"] = round(load, 2)
+        flat["real_cpus"] = os.cpu_count()
         print(f"\nbench.multiplex (REAL: this machine, 4 units, {args.real_steps} steps: {args.slow_steps} of slow "
               "episodes, then a slow learner; SIMULATED: the same configuration on the model fitted from the "
-              "static run)\n")  # fmt: skip
+              f"static run; load average {load:.1f} on {os.cpu_count()} CPUs)\n")  # fmt: skip
         print(real_table(real, simulated))
         print(f"\nfitted model: {json.dumps(measured_model.summary())}")
         flat.update(real_figures(real, simulated, measured_model))

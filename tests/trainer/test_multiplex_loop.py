@@ -184,3 +184,20 @@ def test_after_the_profile_the_planner_moves_to_its_split_and_logs_the_model(tmp
     report = json.loads((tmp_path / "multiplex.json").read_text())
     assert report["plan"]["rollout_units"] == 3 and report["switches"][0]["reason"].startswith("plan: 3 rollout")
     assert len(report["profile"]) == 6 and report["run_model"]["generation_tokens_per_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["orchestrator.mode=sync"], "needs orchestrator.mode=async, not sync nor deterministic"),
+        (["orchestrator.deterministic=true"], "needs orchestrator.mode=async, not sync nor deterministic"),
+        (["placement.learner_gpus=1"], "placement.learner_gpus and placement.worker_gpus must be equal"),
+    ],
+)
+def test_multiplex_refuses_what_it_cannot_switch_in_one_line(overrides, message):
+    from trainer.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=message) as error:
+        load_config(None, ["orchestrator.multiplex=bidirectional", *overrides])
+    assert "\n" not in str(error.value) and "field 'orchestrator.multiplex'" in str(error.value)
+    assert load_config(None, overrides).orchestrator.multiplex == "static"  # static: nothing changes
