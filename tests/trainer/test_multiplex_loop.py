@@ -103,7 +103,8 @@ def test_a_unit_lent_to_the_learner_drains_sleeps_then_joins_it_at_a_step_bounda
     assert log == [("sleep 0",), ("resize", 3)]
     assert mux.units.serving(LEARNER) == 3 and mux.units.lent() == (0, 1)
     (switch,) = mux.units.done
-    assert switch["direction"] == "to_learner" and switch["seconds"] == 2.25 and switch["reason"] == "test"
+    # The sleep as the driver saw it (its wall time), plus the resize.
+    assert switch["direction"] == "to_learner" and 2.0 <= switch["seconds"] < 2.1 and switch["reason"] == "test"
 
 
 def test_a_unit_returned_to_rollout_leaves_at_a_step_boundary_and_wakes_with_the_newest_weights():

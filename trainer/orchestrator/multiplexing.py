@@ -170,15 +170,17 @@ class Multiplex:
     def move(self) -> None:
         """Take the switches in flight as far as they can go now (module docstring)."""
         o, ray = self.o, self.o.ray
-        for index in self.units.drained(o._episodes()):
+        started = time.monotonic()  # several workers sleep (and wake) at once: each is timed from the start
+        sleeping = {index: o.workers[index].sleep.remote() for index in self.units.drained(o._episodes())}
+        for index, ref in sleeping.items():
             try:
-                seconds = ray.get(o.workers[index].sleep.remote())
+                ray.get(ref)
             except ray.exceptions.RayActorError:
                 logger.warning("multiplex: worker %d died before sleeping; restarted, it stays in rollout", index)
                 o._restart_worker(index)
                 self.units.cancel(index)
                 continue
-            self.units.slept(index, seconds)
+            self.units.slept(index, time.monotonic() - started)
         if o.learner_ref is not None:
             return  # a step is in flight: the learner changes size only between steps
         grow, shrink = self.units.due()
@@ -188,10 +190,11 @@ class Multiplex:
         resize_s = o.learner.resize(ranks)
         now = time.monotonic()
         self.units.resized(grow, resize_s, now, now - self.start)
-        for index in shrink:
-            started = time.monotonic()
+        started = time.monotonic()
+        waking = {index: o.workers[index].wake.remote(o.version, o.weights_ref) for index in shrink}
+        for index, ref in waking.items():
             try:
-                ray.get(o.workers[index].wake.remote(o.version, o.weights_ref))
+                ray.get(ref)
             except ray.exceptions.RayActorError:  # a restarted worker starts awake, with the weights
                 logger.warning("multiplex: worker %d died asleep; restarted", index)
                 o._restart_worker(index)
