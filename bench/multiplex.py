@@ -1,8 +1,11 @@
-"""BiDiRL's three ways to share devices between rollout and training, simulated (issue #21).
+"""BiDiRL's three ways to share devices between rollout and training, simulated and real
+(issue #21).
 
     python -m bench.multiplex [--time-model FILE.json --units N] [--episodes-per-step B]
                               [--episodes-per-unit E] [--max-staleness S]
                               [--steps-per-phase N] [--seed S] [--json PATH]
+                              [--real [--real-steps N] [--slow-steps N] [--workdir DIR]]
+                              [--real-runs DIR]
 
 The simulated half of the benchmark: `trainer.orchestrator.multiplex.simulate` runs the
 asynchronous pipeline under each policy, one after the other, on the same episodes (one
@@ -33,7 +36,17 @@ configuration the real run is compared with (`simulate_configuration`).
 Figures (one flat JSON object): per schedule and policy, learner steps/s and trajectories/s
 over the steps after warm-up, the ratio to static measured in the same run, the idle
 fraction of each pool, switches per direction, stale drops; per phase, steps/s. Everything
-here is simulated: only the real half measures this machine (switch times, throughput).
+above is simulated.
+
+The real half (`--real`, about 15 minutes on 2 cores): the three policies trained for real
+on this machine (`orchestrator.multiplex`, the tiny model, local sandboxes, 4 units: the
+end-to-end test's configuration, `REAL`) on a two-phase workload (`write_phase_suite`: slow
+episodes, then a slow learner), measured (`measured`: trajectories/s, steps/s per phase,
+idle fractions, switches and their seconds per direction); then the time model fitted from
+the static run (`model_from_run`, with the switch times and learner sizes only the
+multiplexed runs measure) simulates the same configuration (`simulate_configuration`), and
+the table shows real and simulated side by side with the simulator's error (`real_*` keys
+in the JSON). `--real-runs DIR` compares runs kept earlier with `--workdir DIR`.
 """
 
 from __future__ import annotations
@@ -261,6 +274,8 @@ REAL = {
 """The tiny configuration every real run uses (the e2e test's): 4 units, 2 + 2 at the start
 (no planner: the simulator starts the same split), a signal window of 2 steps."""
 REAL_SLOW_STEPS = 8
+RESTORE = "the run is over"
+"""The reason of the switches that take units home after the last step (not counted)."""
 REAL_STEPS = 20
 
 
@@ -307,6 +322,7 @@ def measured(run_dir: Path, warmup: int = WARMUP_STEPS, *, colocated: bool = Fal
         out[f"phase{index}_steps_per_s"] = round(len(seconds) / sum(seconds), 5)
     report = run_dir / "multiplex.json"
     switches = json.loads(report.read_text())["switches"] if report.is_file() else []
+    switches = [s for s in switches if not s["reason"].startswith(RESTORE)]  # after the last step
     for direction in ("to_learner", "to_rollout"):
         mine = [s["seconds"] for s in switches if s["direction"] == direction]
         out[f"switches_{direction}"] = len(mine)
@@ -380,6 +396,11 @@ def real_half(steps: int, slow_steps: int, workdir: Path) -> tuple[dict[str, dic
     finally:
         if started:
             ray.shutdown()
+    return compare(runs, steps)
+
+
+def compare(runs: dict[str, Path], steps: int) -> tuple[dict[str, dict], dict[str, SimResult], TimeModel]:
+    """The real runs' figures, and each policy simulated on the model fitted from them."""
     real = {policy: measured(folder, colocated=policy == "colocated") for policy, folder in runs.items()}
     model, phases = model_from_run(runs["static"], [runs["bidirectional"], runs["colocated"]])
     simulated = simulate_configuration(
@@ -517,11 +538,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also the real half: static, colocated and bidirectional trained on this machine (the tiny model, "
         "local sandboxes, 4 units) on a workload of slow episodes then a slow learner, and each simulated on the "
-        "time model fitted from the static run: about 10 minutes on 2 cores",
+        "time model fitted from the static run: about 15 minutes on 2 cores",
     )
     parser.add_argument("--real-steps", type=int, default=REAL_STEPS, help="learner steps of each real run")
     parser.add_argument("--slow-steps", type=int, default=REAL_SLOW_STEPS, help="steps of the slow-episode phase")
     parser.add_argument("--workdir", type=Path, help="keep the real runs' folders here (default: a temporary one)")
+    parser.add_argument(
+        "--real-runs", type=Path, help="compare the runs already under DIR/runs (a --workdir) instead of training"
+    )
     parser.add_argument(
         "--json", "--out", dest="json", type=Path, default=RESULTS / "multiplex.json", help="where to write the figures"
     )
@@ -569,12 +593,18 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         flat.update(figures(name, results[name], predicted))
     print(f"bench.multiplex (SIMULATED: {label}; {per_step} episodes a step, {per_unit} per unit)\n")
     print(table(results, {name: [p.name for p in phases] for name, phases in schedules.items()}))
+    if args.real_runs is not None:
+        args.real = True
     if args.real:
         import os
 
         load = os.getloadavg()[0]
         with tempfile.TemporaryDirectory(prefix="bench-multiplex-") as tmp:
-            real, simulated, measured_model = real_half(args.real_steps, args.slow_steps, args.workdir or Path(tmp))
+            if args.real_runs is not None:
+                runs = {policy: args.real_runs / "runs" / policy for policy in POLICIES}
+                real, simulated, measured_model = compare(runs, args.real_steps)
+            else:
+                real, simulated, measured_model = real_half(args.real_steps, args.slow_steps, args.workdir or Path(tmp))
         load = (load + os.getloadavg()[0]) / 2
         flat["real_load_average"] = round(load, 2)
         flat["real_cpus"] = os.cpu_count()
