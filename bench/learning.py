@@ -1,6 +1,6 @@
 """SAO against PPO, GRPO, GRPO with SAO's mask, Dr.GRPO and DAPO: a fair comparison (issue #16).
 
-    python -m bench.learning [--out DIR] [--json PATH] [--methods sao,grpo] [--lrs 2.5e-4,5e-4,1e-3]
+    python -m bench.learning [--out DIR] [--json PATH] [--methods sao,grpo] [--lrs 1.25e-4,2.5e-4,5e-4]
                              [--seeds N] [--steps N] [--config configs/train_swe.yaml] [key=value ...]
 
 Every method gets the same treatment on the `make train-swe` recipe (the config's settings
@@ -61,11 +61,12 @@ COMMON = ["algorithm.loss_aggregation=null"]
 """For every run: each method's own aggregation (the config pins SAO's token mean)."""
 MASKED = ("masked_low_fraction", "masked_high_fraction")
 
-# Half, once and twice the recipe's learner.lr (5e-4, tuned for SAO after the warm start):
-# a factor of 2 either way brackets where the tuning saw runs crawl (1.5e-4) or collapse, and
+# Half, once and twice the recipe's learner.lr (2.5e-4 on the multi-turn default, where 5e-4
+# rose no faster and noisier; the one-turn recipe's 5e-4 is the top of the sweep): a factor of
+# 2 either way brackets where the tuning saw runs crawl or collapse, and
 # gives methods whose loss scales differently (Dr.GRPO's sums, GRPO's normalised advantages)
 # an lr of their own without favouring the one the recipe was tuned with.
-LRS: tuple[float, ...] = (2.5e-4, 5e-4, 1e-3)
+LRS: tuple[float, ...] = (1.25e-4, 2.5e-4, 5e-4)
 SWEEP_SEED = 0
 
 COLLAPSE_STEPS = 5

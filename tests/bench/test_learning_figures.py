@@ -26,7 +26,10 @@ def step(n: int, success: float, **more) -> dict:
 def test_the_methods_and_the_sweep_are_fixed_here():
     assert list(METHODS) == ["sao", "ppo", "grpo", "grpo_mask", "dr_grpo", "dapo"]
     assert {"grpo", "grpo_mask", "dr_grpo", "dapo"} == GROUPED
-    assert len(LRS) >= 3 and 5e-4 in LRS  # around the recipe's learner.lr
+    from trainer.config import load_config
+
+    recipe = load_config("configs/train_swe.yaml").learner.lr
+    assert LRS == (recipe / 2, recipe, recipe * 2)  # half, once and twice the recipe's learner.lr
     assert all(f"algorithm.name={name}" in settings for name, settings in METHODS.items())
 
 

@@ -168,13 +168,13 @@ def test_the_bench_runs_each_method_from_the_warm_start_and_keeps_finished_runs(
 
     monkeypatch.setattr(trainer.train, "train", fake_train)
     monkeypatch.setattr(TrainingRunner, "warm_start", lambda self, seed: tmp_path / "warm" / "policy")
-    args = stability.parse(["--steps", "3", "--out", str(tmp_path / "out"), "--lr", "grpo=2.5e-4"])
+    args = stability.parse(["--steps", "3", "--out", str(tmp_path / "out"), "--lr", "grpo=1e-4"])
     runs = stability.bench(args)
     assert list(runs) == ["sao", "grpo"] and [len(r) for r in runs.values()] == [3, 3]
     sao, grpo = trained
     assert (sao.algorithm.name, sao.algorithm.group_size, sao.orchestrator.episodes_per_step) == ("sao", 1, 8)
     assert (grpo.algorithm.name, grpo.algorithm.group_size, grpo.orchestrator.episodes_per_step) == ("grpo", 2, 4)
-    assert grpo.learner.lr == 2.5e-4 and sao.learner.lr == 5e-4  # the config's
+    assert grpo.learner.lr == 1e-4 and sao.learner.lr == 2.5e-4  # the --lr one; configs/train_swe.yaml's
     for config in trained:
         assert config.model.name == str(tmp_path / "warm" / "policy") and config.warm_start.steps == 0
         assert config.run.resume == "auto" and config.evaluation.episodes == 0 and config.run.steps == 3
