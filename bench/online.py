@@ -314,7 +314,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--window", type=int, default=WINDOW, help=f"steps in the end/forgetting windows (default {WINDOW})"
     )
-    parser.add_argument("--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from")
+    parser.add_argument(
+        "--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench-online"), help="runs, phases.json and online.png")
     parser.add_argument("--json", type=Path, default=RESULTS / "online.json", help="where to write the figures")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")

@@ -174,7 +174,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the config's run.steps)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1, one warm start each (default 3)")
-    parser.add_argument("--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from")
+    parser.add_argument(
+        "--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench-se-rl"), help="runs and figures.json")
     parser.add_argument("--json", type=Path, default=RESULTS / "se_rl.json", help="where to write the figures")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")

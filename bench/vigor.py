@@ -324,7 +324,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--prompts", type=int, default=PROMPTS, help=f"prompts per step (default {PROMPTS})")
     parser.add_argument("--window", type=int, default=WINDOW, help=f"steps in success_at's window (default {WINDOW})")
-    parser.add_argument("--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from")
+    parser.add_argument(
+        "--config", default="configs/train_swe_oneturn.yaml", help="the training recipe every run starts from"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/bench-vigor"), help="runs, curves.json and vigor.png")
     parser.add_argument("--json", type=Path, default=RESULTS / "vigor.json", help="where to write the figures")
     parser.add_argument("overrides", nargs="*", help="section.field=value settings for every run")

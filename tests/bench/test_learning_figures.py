@@ -29,7 +29,7 @@ def test_the_methods_and_the_sweep_are_fixed_here():
     from trainer.config import load_config
 
     recipe = load_config("configs/train_swe.yaml").learner.lr
-    assert LRS == (recipe / 2, recipe, recipe * 2)  # half, once and twice the recipe's learner.lr
+    assert (recipe / 2, recipe, recipe * 2) == LRS  # half, once and twice the recipe's learner.lr
     assert all(f"algorithm.name={name}" in settings for name, settings in METHODS.items())
 
 
