@@ -26,10 +26,9 @@ import json
 import math
 import statistics
 import tempfile
-import textwrap
 from pathlib import Path
 
-from bench.common import RESULTS, percentile, report
+from bench.common import RESULTS, percentile, report, write_calc_task
 
 TASKS = 24
 MEDIAN_SECONDS = 1.5
@@ -48,44 +47,8 @@ def heavy_tailed_durations(count: int, median: float = MEDIAN_SECONDS, sigma: fl
 def write_suite(folder: Path, durations: list[float]) -> None:
     """One task per duration: a tiny repository whose hidden test sleeps that long."""
     for index, seconds in enumerate(durations):
-        task = folder / f"sleepy-{index:02d}"
-        (task / "repo" / "tests").mkdir(parents=True)
-        (task / "repo" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-        (task / "repo" / "tests" / "__init__.py").write_text("")
-        (task / "repo" / "tests" / "test_calc.py").write_text(
-            textwrap.dedent(
-                f"""
-                import time
-                import unittest
-
-                from calc import add
-
-
-                class Calc(unittest.TestCase):
-                    def test_add(self):
-                        time.sleep({seconds})
-                        self.assertEqual(add(2, 3), 5)
-                """
-            )
-        )
-        (task / "task.yaml").write_text(
-            textwrap.dedent(
-                f"""
-                id: sleepy-{index:02d}
-                family: sleepy
-                difficulty: easy
-                problem_statement: add(2, 3) returns -1 instead of 5; fix calc.add.
-                workspace: repo
-                grading:
-                  test_command: python3 -m unittest -v tests.test_calc
-                  log_parser: unittest
-                  fail_to_pass: [tests.test_calc.Calc.test_add]
-                limits:
-                  max_turns: 1
-                  grading_timeout_s: 120
-                """
-            )
-        )
+        write_calc_task(folder, f"sleepy-{index:02d}", family="sleepy", sleep_seconds=seconds,
+                        statement="add(2, 3) returns -1 instead of 5; fix calc.add.")  # fmt: skip
 
 
 def run(mode: str, suite: Path, output: Path, steps: int, overrides: list[str]) -> dict:

@@ -90,3 +90,38 @@ def docker_problem() -> str | None:
         return docker_available()
     except ImportError as exc:
         return f"the docker SDK is not installed: {exc}"
+
+
+def write_calc_task(folder: Path, name: str, *, family: str, sleep_seconds: float, statement: str) -> None:
+    """A one-line-bug task (`calc.add` subtracts) whose hidden test first sleeps
+    `sleep_seconds` (0: not at all): the benches' load generator, an episode as slow to grade
+    as a real test suite without a model's work in it (bench.async, bench.multiplex)."""
+    import textwrap
+
+    root = folder / name
+    (root / "repo" / "tests").mkdir(parents=True, exist_ok=True)
+    (root / "repo" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (root / "repo" / "tests" / "__init__.py").write_text("")
+    sleeping = f"time.sleep({sleep_seconds})" if sleep_seconds else "pass"
+    (root / "repo" / "tests" / "test_calc.py").write_text(
+        "import time\nimport unittest\n\nfrom calc import add\n\n\nclass Calc(unittest.TestCase):\n"
+        f"    def test_add(self):\n        {sleeping}\n        self.assertEqual(add(2, 3), 5)\n"
+    )
+    (root / "task.yaml").write_text(
+        textwrap.dedent(
+            f"""\
+            id: {name}
+            family: {family}
+            difficulty: easy
+            workspace: repo
+            grading:
+              test_command: python3 -m unittest -v tests.test_calc
+              log_parser: unittest
+              fail_to_pass: [tests.test_calc.Calc.test_add]
+            limits:
+              max_turns: 1
+              grading_timeout_s: 120
+            """
+        )
+        + f"problem_statement: {json.dumps(statement)}\n"
+    )

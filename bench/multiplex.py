@@ -59,7 +59,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import RESULTS
+from bench.common import RESULTS, write_calc_task
 from trainer.orchestrator.multiplex import (
     POLICIES,
     EmpiricalLengths,
@@ -149,38 +149,9 @@ def write_phase_suite(folder: Path, *, slow_seconds: float = 3.0, tasks: int = 4
       tokens, so the learner's step (its cost grows with tokens) lags and rollouts wait on
       admission.
     Every task is the same one-line bug (`calc.add` subtracts)."""
-    import textwrap
 
     def task(name: str, sleep: float, statement: str) -> None:
-        root = folder / name
-        (root / "repo" / "tests").mkdir(parents=True, exist_ok=True)
-        (root / "repo" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-        (root / "repo" / "tests" / "__init__.py").write_text("")
-        sleeping = f"time.sleep({sleep})" if sleep else "pass"
-        (root / "repo" / "tests" / "test_calc.py").write_text(
-            "import time\nimport unittest\n\nfrom calc import add\n\n\nclass Calc(unittest.TestCase):\n"
-            f"    def test_add(self):\n        {sleeping}\n        self.assertEqual(add(2, 3), 5)\n"
-        )
-        (root / "task.yaml").write_text(
-            textwrap.dedent(
-                f"""\
-                id: {name}
-                family: {name.rsplit("-", 1)[0]}
-                difficulty: easy
-                workspace: repo
-                grading:
-                  test_command: python3 -m unittest -v tests.test_calc
-                  log_parser: unittest
-                  fail_to_pass: [tests.test_calc.Calc.test_add]
-                limits:
-                  max_turns: 1
-                  grading_timeout_s: 120
-                """
-            )
-            + "problem_statement: "
-            + json.dumps(statement)
-            + "\n"
-        )
+        write_calc_task(folder, name, family=name.rsplit("-", 1)[0], sleep_seconds=sleep, statement=statement)
 
     problem = "add(2, 3) returns -1 instead of 5; fix calc.add."
     slow = [f"slow-{i:02d}" for i in range(tasks)]
