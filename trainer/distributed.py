@@ -4,6 +4,12 @@ Launched by `torchrun`, the learner joins a process group (gloo on CPU, NCCL on 
 shards the policy and the critic with FSDP2 (`fully_shard`): each decoder layer is its own
 unit, then the root. Run as a plain process, nothing is sharded and every helper here
 degrades to the single-process answer, so the same learner code serves both.
+
+A learner pool (`trainer.orchestrator.learner_group`, BiDiRL's in-place resize) keeps more
+processes in one process group than the learner uses: the learner of `k` ranks lives on a
+subgroup of the first `k` (`use_group`), and every helper here (ranks, reductions, barriers,
+the checkpoint's collectives through `group()`) then speaks to that subgroup only, so the
+processes outside it can wait idle without a collective ever waiting on them.
 """
 
 from __future__ import annotations
@@ -32,17 +38,34 @@ def init_from_env():
     return init_device_mesh("cuda" if cuda else "cpu", (dist.get_world_size(),))
 
 
+_group = None
+"""The process group the learner's collectives use (None: the default group)."""
+
+
+def use_group(group) -> None:
+    """Make `group` (a subgroup of the default group, or None for the default group itself)
+    the one every helper here uses; a learner pool sets it before building a learner."""
+    global _group
+    _group = group
+
+
+def group():
+    """The process group of the learner's collectives (None: the default group); pass it to
+    torch.distributed calls made outside this module."""
+    return _group
+
+
 def rank() -> int:
-    return dist.get_rank() if dist.is_initialized() else 0
+    return dist.get_rank(_group) if dist.is_initialized() else 0
 
 
 def world_size() -> int:
-    return dist.get_world_size() if dist.is_initialized() else 1
+    return dist.get_world_size(_group) if dist.is_initialized() else 1
 
 
 def barrier() -> None:
     if dist.is_initialized():
-        dist.barrier()
+        dist.barrier(group=_group)
 
 
 def exit_rank(code: int = 0) -> NoReturn:
@@ -74,7 +97,7 @@ def all_reduce(value: float, op: str = "sum") -> float:
     tensor = torch.tensor([float(value)], dtype=torch.float64)
     if dist.get_backend() == "nccl":
         tensor = tensor.cuda()
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM, group=_group)
     return float(tensor.item())
 
 

@@ -1,6 +1,7 @@
 """BiDiRL's hot switch, training side: a learner group resized between steps (1 -> 2 -> 1
-ranks, real Ray actors, FSDP2 over gloo) takes the same steps as a learner that never moved,
-and a measured round trip of a unit between a rollout worker and the learner."""
+ranks, real Ray actors, FSDP2 over gloo), in place over a pool of processes and by
+restarting them, takes the same steps as a learner that never moved; and a measured round
+trip of a unit between a rollout worker and the learner."""
 
 from __future__ import annotations
 
@@ -24,24 +25,36 @@ def _assert_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], w
         assert torch.allclose(got[name], tensor, atol=1e-5, rtol=0), f"{what}: {name}"
 
 
-def test_a_learner_resized_between_steps_matches_one_that_never_moved(ray_cluster):
+@pytest.mark.parametrize("pool", [3, 0], ids=["in-place", "restarted"])
+def test_a_learner_resized_between_steps_matches_one_that_never_moved(ray_cluster, pool, tmp_path):
+    import ray
+
+    from trainer.learner import checkpoint
+
     config = load_config(None, OVERRIDES)
     batch = fixed_batch()
     reference, _ = build_learner(config)  # one plain rank throughout, in this process
     expected = [reference.step(batch).metrics for _ in range(3)]
 
-    group = LearnerGroup(config, ranks=1, spares=1)  # 1 -> 2 takes the spare and one cold start
+    group = LearnerGroup(config, ranks=1, pool=pool)
+    processes = {handle._actor_id for handle in group.pool}
     try:
         got = [group._get("step", batch).metrics]
         assert group.resize(1) == 0.0  # already one rank: nothing moves
         grow = group.resize(2)
         assert len(group.ranks) == 2 and group.version() == 1
         got.append(group._get("step", batch).metrics)
+        group.save(str(tmp_path / "two-ranks"), {})  # the checkpoint's collectives stay in the learner's ranks
         shrink = group.resize(1)
         assert len(group.ranks) == 1 and group.version() == 2
         got.append(group._get("step", batch).metrics)
         assert grow > 0 and shrink > 0
         weights = group._get("weights", True)
+        if pool:  # in place: the same processes throughout, the one outside the learner idle
+            assert {handle._actor_id for handle in group.pool} == processes and len(processes) == pool
+            assert ray.get([handle.activate.remote(1, 1) for handle in group.pool[1:]]) == [False, False]
+            with pytest.raises(ValueError, match="pool has 3 processes: it cannot grow to 4"):
+                group.resize(4)
     finally:
         group.kill()
 
@@ -54,6 +67,12 @@ def test_a_learner_resized_between_steps_matches_one_that_never_moved(ray_cluste
     assert got[1]["micro_batches"] < expected[1]["micro_batches"]  # step 2 really ran on two ranks
     _assert_close(weights["policy"], reference.full_policy_state(), "policy")
     _assert_close(weights["critic"], reference.full_state(reference.critic), "critic")
+    saved, _ = build_learner(config)
+    assert checkpoint.load(saved, tmp_path / "two-ranks")["version"] == 2
+    second, _ = build_learner(config)
+    for _ in range(2):
+        second.step(batch)
+    _assert_close(saved.full_policy_state(), second.full_policy_state(), "the checkpoint after step 2")
 
 
 def test_measure_switch_times_a_unit_going_to_the_learner_and_back(ray_cluster):

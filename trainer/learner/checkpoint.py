@@ -128,7 +128,7 @@ def write(learner: Learner, directory: str | Path, extra: dict | None = None, to
     staging = staging_folder(directory)
     with warnings.catch_warnings():  # single-process saves are intended, not a mistake
         warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        dcp.save(_training_state(learner), checkpoint_id=str(staging / "dcp"))
+        dcp.save(_training_state(learner), checkpoint_id=str(staging / "dcp"), process_group=distributed.group())
     full = learner.full_policy_state()
     if distributed.rank() == 0:
         # A plain copy writes the export: a sharded module's own save_pretrained would
@@ -236,7 +236,7 @@ def load(learner: Learner, directory: str | Path) -> dict:
         training = _training_state(learner)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load(training, checkpoint_id=str(directory / "dcp"))
+            dcp.load(training, checkpoint_id=str(directory / "dcp"), process_group=distributed.group())
         for name, (model, optimizer) in _models(learner).items():
             set_state_dict(
                 model, optimizer, model_state_dict=training[name], optim_state_dict=training[f"{name}_optim"]

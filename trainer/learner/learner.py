@@ -88,7 +88,7 @@ def gather_advantages(trajectories: list[Trajectory], local: dict[str, float]) -
     merged = dict(local)
     if distributed.world_size() > 1:
         shares: list[dict[str, float] | None] = [None] * distributed.world_size()
-        torch.distributed.all_gather_object(shares, local)
+        torch.distributed.all_gather_object(shares, local, group=distributed.group())
         for share in shares:
             merged.update(share or {})
     return {t.trajectory_id: merged.get(t.trajectory_id, 0.0) for t in trajectories}

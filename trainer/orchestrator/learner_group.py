@@ -8,21 +8,25 @@ process group and shards nothing; one rank with a GPU makes a one-rank NCCL grou
 learner lives on its GPU (FSDP2's bf16 mixed precision included) as it does with several.
 
 Resizing (BiDiRL's hot switch, arXiv 2607.09207): between two steps `resize(ranks)` moves
-the learner's whole training state to a new group of `ranks` ranks, so units lent by the
-rollout pool can join it and leave it again. The state is gathered unsharded on rank 0, in
-memory (`trainer.learner.checkpoint.export_state`: the checkpoint's state-dict helpers
-without the files), the old ranks' actors end, new ones start, rendezvous, and each keeps
-its shards of that state (`import_state`). Where BiDiRL keeps each rank's process and
-offloads its FSDP state to host memory, this gives the new group fresh actors: a gloo or
-NCCL group cannot change its size, and tearing one down inside a live process is not
-reliably safe (`trainer.distributed.exit_rank`). Started cold, a switch then waits for
-processes to start and import torch (seconds); with `spares`, processes started and warmed
-ahead take the ranks, and a switch costs the gather, the learner's build, the rendezvous
-and the load.
+the learner's whole training state to `ranks` ranks, so units lent by the rollout pool can
+join it and leave it again. The state is gathered unsharded on rank 0, in memory
+(`trainer.learner.checkpoint.export_state`: the checkpoint's state-dict helpers without the
+files), and each rank of the new size keeps its shards of it (`import_state`).
+
+With a `pool` (what a multiplexed run uses) the move is in place, as in BiDiRL: `pool` rank
+processes start once, join one process group and make its subgroups of the first 1..pool
+ranks; a learner of `k` ranks is built on the first `k` over their subgroup
+(`trainer.distributed.use_group`), and the others wait idle, holding no weights or
+optimizer state (BiDiRL offloads to host memory; here the state waits in Ray's object store
+during the move). A resize frees the learner, builds it at the new size and loads the
+state: no process starts or ends, and no process group is torn down inside a live process
+(not reliably safe: `trainer.distributed.exit_rank`). Without a pool, a resize ends the old
+ranks' actors and starts new ones (cold: seconds to start a process and import torch).
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import time
@@ -38,25 +42,6 @@ class LearnerRank:
         """Nothing heavy yet: rank 0 first names the rendezvous address on its own node
         (`rendezvous`), then every rank joins it (`setup`)."""
         self.config_payload, self.rank, self.world_size, self.threads = config, rank, world_size, threads
-
-    def warm(self) -> None:
-        """Import what `setup` needs (torch, FSDP2, the state-dict helpers, the learner, the
-        model's and tokenizer's transformers modules: seconds on a loaded CPU), so that a
-        spare started ahead of a `LearnerGroup.resize` joins without paying for it. The
-        model is built on the meta device: no memory, no weights read."""
-        import torch
-        import torch.distributed.checkpoint.state_dict  # noqa: F401
-        import torch.distributed.fsdp  # noqa: F401
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        import trainer.build  # noqa: F401
-        import trainer.learner  # noqa: F401
-        from trainer.inference.models import load_tokenizer, resolve_model_path
-
-        name = self.config_payload["model"]["name"]
-        load_tokenizer(name)
-        with torch.device("meta"):
-            AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(resolve_model_path(name)))
 
     def assign(self, rank: int, world_size: int, threads: int) -> None:
         """Take rank `rank` of `world_size` (a spare taken into a group, before `setup`)."""
@@ -97,6 +82,55 @@ class LearnerRank:
 
     def version(self) -> int:
         return self.learner.version
+
+    def join(self, address: str, size: int) -> None:
+        """Join a learner pool: the process group of its `size` processes at `address`, and its
+        subgroups of the first 1..`size` ranks (`activate`'s; every process of the group must
+        make each of them, in the same order)."""
+        import torch
+        import torch.distributed as dist
+
+        cuda = torch.cuda.is_available()
+        host, port = address.rsplit(":", 1)
+        os.environ.update(MASTER_ADDR=host, MASTER_PORT=port, RANK=str(self.rank), WORLD_SIZE=str(size))
+        if cuda:
+            torch.cuda.set_device(0)  # Ray gives each actor its own GPU (CUDA_VISIBLE_DEVICES)
+        dist.init_process_group("nccl" if cuda else "gloo")
+        self.subgroups = {k: dist.new_group(list(range(k))) for k in range(1, size + 1)}
+        self.learner = None
+
+    def activate(self, ranks: int, threads: int) -> bool:
+        """Be rank `self.rank` of a learner of `ranks` ranks built on the subgroup of the
+        pool's first `ranks` processes (FSDP2 over it when more than one, or on a GPU); a
+        process outside it stays idle. Returns whether this one holds a learner."""
+        import torch
+        from torch.distributed.device_mesh import DeviceMesh
+
+        from trainer import distributed
+        from trainer.build import build_learner
+
+        self.deactivate()
+        if self.rank >= ranks:
+            return False
+        group = self.subgroups[ranks]
+        distributed.use_group(group)
+        torch.set_num_threads(threads)
+        cuda = torch.cuda.is_available()
+        mesh = DeviceMesh.from_group(group, "cuda" if cuda else "cpu") if ranks > 1 or cuda else None
+        self.config = TrainConfig.model_validate(self.config_payload)
+        self.probes = []
+        self.learner, self.tokenizer = build_learner(self.config, mesh=mesh)
+        return True
+
+    def deactivate(self) -> None:
+        """Free this rank's learner (weights, optimizer states, caches); the process and its
+        process group stay for the next `activate`."""
+        import torch
+
+        self.learner = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
     def set_probes(self, demonstrations: list[Trajectory]) -> None:
         """Gold trajectories whose probability `step` reports after each update."""
@@ -174,54 +208,56 @@ class LearnerGroup:
     (each collective needs every rank) and returns rank 0's answer; the `_ref` methods return
     rank 0's Ray object reference instead of waiting, for the orchestrator's event loop."""
 
-    def __init__(self, config: TrainConfig, *, ranks: int = 1, num_gpus: float = 0, spares: int = 0) -> None:
-        """`spares`: rank processes kept started and warm (`LearnerRank.warm`) for `resize`
-        to take, so a switch does not wait for a process to start and import torch; each
-        holds its `num_gpus` while it waits (on a GPU machine, a GPU: leave 0 there unless
-        the units are shared)."""
+    def __init__(self, config: TrainConfig, *, ranks: int = 1, num_gpus: float = 0, pool: int = 0) -> None:
+        """`pool`: rank processes kept for the whole run (at least `ranks`), so that `resize`
+        moves the learner in place up to that many ranks (module docstring); 0: no pool, a
+        resize restarts the rank processes. Each pool process holds its `num_gpus` for the
+        run (on a GPU machine a GPU each: units shared with rollout need fractions)."""
+        if pool and pool < ranks:
+            raise ValueError(f"a learner pool of {pool} processes cannot hold a learner of {ranks} ranks")
         self.payload = config.model_dump()
         self.num_gpus = num_gpus
-        self.spares = spares
-        self._spares: dict = {}
-        """Spare actor handle -> the reference of its `warm` call."""
-        self.ranks = self._start(ranks)
-        self._refill()
+        self.pool = self._start_pool(pool) if pool else []
+        self.ranks = self._activate(ranks) if pool else self._start(ranks)
 
-    def _spawn(self):
+    def _spawn(self, rank: int = 0, world_size: int = 1):
         import ray
 
         actor = ray.remote(num_cpus=0, num_gpus=self.num_gpus)(LearnerRank)
-        return actor.remote(self.payload, 0, 1, 1)
+        return actor.remote(self.payload, rank, world_size, 1)
 
-    def _refill(self) -> None:
-        """Start spares (without waiting for them) until `spares` are there."""
-        while len(self._spares) < self.spares:
-            handle = self._spawn()
-            self._spares[handle] = handle.warm.remote()
-
-    def wait_spares(self) -> None:
-        """Wait until every spare has started and warmed up (e.g. before timing a switch)."""
+    def _start_pool(self, size: int) -> list:
+        """`size` rank processes in one process group with its subgroups (`LearnerRank.join`)."""
         import ray
 
-        ray.get(list(self._spares.values()))
+        handles = [self._spawn(rank, size) for rank in range(size)]
+        address = ray.get(handles[0].rendezvous.remote())
+        ray.get([handle.join.remote(address, size) for handle in handles])  # every rank at once: a rendezvous
+        return handles
+
+    def _activate(self, ranks: int) -> list:
+        """The pool's first `ranks` processes as the learner (`LearnerRank.activate`); waits
+        until every pool process has taken its part."""
+        import ray
+
+        if not 1 <= ranks <= len(self.pool):
+            raise ValueError(
+                f"the learner pool has {len(self.pool)} processes: a learner of {ranks} ranks needs 1 to that"
+            )
+        threads = max(1, (os.cpu_count() or 1) // ranks)
+        ray.get([handle.activate.remote(ranks, threads) for handle in self.pool])
+        return self.pool[:ranks]
 
     def _start(self, ranks: int) -> list:
-        """`ranks` rank actors (spares first, then new ones), their setup queued (each rank
-        runs its calls in order)."""
+        """`ranks` new rank actors, their setup queued (each rank runs its calls in order)."""
         import ray
 
         if ranks < 1:
             raise ValueError(f"a learner group needs at least one rank, not {ranks}")
         threads = max(1, (os.cpu_count() or 1) // ranks)
-        handles = []
-        for rank in range(ranks):
-            handle = next(iter(self._spares), None)
-            if handle is not None:
-                del self._spares[handle]
-            else:
-                handle = self._spawn()
+        handles = [self._spawn() for _ in range(ranks)]
+        for rank, handle in enumerate(handles):
             handle.assign.remote(rank, ranks, threads)
-            handles.append(handle)
         # Rank 0's node, wherever Ray put it (another node of a cluster: not 127.0.0.1).
         address = ray.get(handles[0].rendezvous.remote())
         for rank in handles:
@@ -298,13 +334,16 @@ class LearnerGroup:
         rollout pool); returns the seconds it took (0.0 when it already has that many).
         Weights, optimizer states, version and counters, SE-RL's family weights, the RNG and
         the probes carry over, so the next step is the step the old group would have taken
-        (up to float rounding of the sharded reductions). Call it between steps: a step or
-        weights request already sent finishes first (each rank runs its calls in order) and
-        its result stays readable; not inside a warm start or critic pre-training."""
+        (up to float rounding of the sharded reductions). In place with a pool (up to its
+        size), by new processes without one (module docstring). Call it between steps: a
+        step or weights request already sent finishes first (each rank runs its calls in
+        order) and its result stays readable; not inside a warm start or critic pre-training."""
         import ray
 
         if ranks < 1:
             raise ValueError(f"a learner group needs at least one rank, not {ranks}")
+        if self.pool and ranks > len(self.pool):
+            raise ValueError(f"the learner pool has {len(self.pool)} processes: it cannot grow to {ranks} ranks")
         if ranks == len(self.ranks):
             return 0.0
         started = time.monotonic()
@@ -313,21 +352,23 @@ class LearnerGroup:
         ray.get(refs)
         state = refs[0]  # stays in the object store: the new ranks fetch it from there
         gathered = time.monotonic()
-        self._kill(self.ranks)  # the units are free before the new ranks take them
-        self.ranks = self._start(ranks)
+        if self.pool:
+            self.ranks = self._activate(ranks)  # frees the old learner on every process first
+        else:
+            self._kill(self.ranks)  # the units are free before the new ranks take them
+            self.ranks = self._start(ranks)
         ray.get([rank.import_state.remote(state) for rank in self.ranks])
         seconds = time.monotonic() - started
-        self._refill()  # the spares taken are replaced in the background
         logger.info(
-            "learner resized from %d to %d ranks in %.2fs (gather %.2fs, start and load %.2fs)",
-            before, ranks, seconds, gathered - started, seconds - (gathered - started),
+            "learner resized from %d to %d ranks in %.2fs (gather %.2fs, build and load %.2fs)%s",
+            before, ranks, seconds, gathered - started, seconds - (gathered - started), " in place" if self.pool else "",
         )  # fmt: skip
         return seconds
 
     def kill(self) -> None:
-        """End the ranks and the spares."""
-        self._kill([*self.ranks, *self._spares])
-        self._spares.clear()
+        """End the ranks (and the pool's processes)."""
+        self._kill(list(dict.fromkeys([*self.ranks, *self.pool])))
+        self.pool = []
 
     @staticmethod
     def _kill(handles: list) -> None:

@@ -92,14 +92,14 @@ def measure_switch(
     learner_ranks: int = 1,
     repeats: int = 1,
     trajectories: list[Trajectory] | None = None,
-    spares: bool = True,
+    in_place: bool = True,
 ) -> list[SwitchTiming]:
     """Time `repeats` round trips of one unit between a rollout worker and a learner of
     `learner_ranks` ranks (it grows to `learner_ranks + 1` and back), on real actors for
     `config`'s model and engine. With `trajectories`, the learner takes a step on them
-    before each round trip, so its optimizer states are full-sized, as in a run. `spares`:
-    the learner keeps warm spare processes (`LearnerGroup(spares=...)`), waited for before
-    each resize, so the figures are a switch's own; False: every new rank starts cold.
+    before each round trip, so its optimizer states are full-sized, as in a run. `in_place`:
+    the learner is a pool of `learner_ranks + 1` processes that stay (`LearnerGroup(pool=...)`,
+    what a multiplexed run uses); False: every resize starts its ranks' processes cold.
     Needs Ray started (`trainer.orchestrator.loop.start_ray`); everything it starts ends
     before it returns."""
     import ray
@@ -108,7 +108,7 @@ def measure_switch(
     from trainer.orchestrator.learner_group import LearnerGroup
     from trainer.orchestrator.worker import RolloutWorker
 
-    learner = LearnerGroup(config, ranks=learner_ranks, spares=learner_ranks + 1 if spares else 0)
+    learner = LearnerGroup(config, ranks=learner_ranks, pool=learner_ranks + 1 if in_place else 0)
     actor = ray.remote(num_cpus=0, max_concurrency=4)(RolloutWorker)
     worker = actor.remote(
         index=0,
@@ -126,9 +126,7 @@ def measure_switch(
         for _ in range(repeats):
             if trajectories:
                 ray.get(learner.step_ref(trajectories))
-            learner.wait_spares()
             sleep_s, grow_s = lend_to_learner(worker, learner, learner_ranks + 1)
-            learner.wait_spares()
             shrink_s, wake_s = return_to_rollout(worker, learner, learner_ranks)
             timing = SwitchTiming(sleep_s=sleep_s, grow_s=grow_s, shrink_s=shrink_s, wake_s=wake_s)
             logger.info("switch round trip: %s", timing.as_dict())

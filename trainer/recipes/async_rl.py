@@ -111,15 +111,14 @@ class AsyncRLRecipe:
         )
         rearm()  # Ray's core took SIGTERM: make it stop the run cleanly again (see train.main)
         logger.info("loading the learner (%s on %s)", config.algorithm.name, config.model.name)
-        # Multiplexed: warm spare rank processes, so a unit joining the learner skips a process
-        # start (a one-unit grow takes them all; colocated grows to every unit at once).
+        # Multiplexed: a pool of rank processes, one per unit, so a unit joins or leaves the
+        # learner in place (no process starts; BiDiRL's hot switch).
         units = orchestration.rollout_workers + placement.learner_ranks
-        spares = {"static": 0, "bidirectional": placement.learner_ranks + 1, "colocated": units}
         self.learner = LearnerGroup(
             config,
             ranks=placement.learner_ranks,
             num_gpus=placement.learner_gpus,
-            spares=spares[orchestration.multiplex],
+            pool=0 if orchestration.multiplex == "static" else units,
         )
         if resume:
             self.resumed = self.learner.load(str(resume))
