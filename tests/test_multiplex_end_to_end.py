@@ -1,6 +1,7 @@
 """`orchestrator.multiplex=bidirectional` end to end (BiDiRL, issue #21): one training run
 through `trainer.train` with a forced imbalance the scheduler must correct in both
-directions. Real Ray actors, local sandboxes, the tiny model.
+directions; and `colocated`, every unit time-shared between the two roles at every step.
+Real Ray actors, local sandboxes, the tiny model.
 
 The task stream (`bench.multiplex.write_phase_suite`) first plays tasks whose hidden tests
 sleep (slow episodes: the learner waits on rollouts), then tasks with long problem
@@ -19,6 +20,33 @@ from trainer.config import load_config
 from trainer.train import train
 
 SLOW_STEPS, STEPS = 6, 16
+UNITS = 4
+SETTINGS = [
+    "run.samples_every=0",
+    "orchestrator.rollout_workers=2",
+    "placement.learner_ranks=2",
+    "orchestrator.episodes_per_worker=2",
+    "orchestrator.episodes_per_step=4",
+    "orchestrator.max_staleness=1",
+    "rollout.max_turns=1",
+    "rollout.max_new_tokens=4",
+    "rollout.max_total_tokens=4096",
+    "learner.lr=1e-5",
+]
+"""4 units: 2 rollout workers with 2 episode slots each, and a learner of 2 ranks."""
+
+
+def assert_every_job_accounted_once(run_dir: Path, steps: int) -> None:
+    """No trajectory lost or duplicated across the switches: every job created is consumed,
+    dropped for staleness, finished and waiting, or still to run, exactly once."""
+    schedule = json.loads((run_dir / "checkpoints" / f"step_{steps:06d}" / "state.json").read_text())["schedule"]
+    consumed = [i for ids in schedule["consumed"] for i in ids]
+    assert [len(ids) for ids in schedule["consumed"]] == [4] * steps
+    ready = [t["trajectory_id"] for _, trajectories, _ in schedule["ready"] for t in trajectories]
+    pending = [str(job["job_id"]) for job in schedule["jobs"]]
+    accounted = consumed + schedule["dropped"] + ready + pending
+    assert len(accounted) == len(set(accounted))
+    assert set(accounted) == {str(i) for i in range(schedule["next_group"])}
 
 
 @needs_bwrap
@@ -31,20 +59,11 @@ def test_bidirectional_lends_the_learners_unit_then_borrows_a_rollout_unit(tmp_p
             f"run.output_dir={tmp_path}",
             "run.name=mux",
             f"run.steps={STEPS}",
-            "run.samples_every=0",
             "orchestrator.multiplex=bidirectional",
             "orchestrator.multiplex_profile_steps=0",  # the scheduler, not the planner, must move units
             "orchestrator.multiplex_window_steps=2",
             "orchestrator.multiplex_window_s=1",
-            "orchestrator.rollout_workers=2",
-            "placement.learner_ranks=2",
-            "orchestrator.episodes_per_worker=2",
-            "orchestrator.episodes_per_step=4",
-            "orchestrator.max_staleness=1",
-            "rollout.max_turns=1",
-            "rollout.max_new_tokens=4",
-            "rollout.max_total_tokens=4096",
-            "learner.lr=1e-5",
+            *SETTINGS,
         ],
     )
     started = time.monotonic()
@@ -74,13 +93,29 @@ def test_bidirectional_lends_the_learners_unit_then_borrows_a_rollout_unit(tmp_p
     assert {s["direction"] for s in report["switches"]} == {"to_rollout", "to_learner"}
     assert all(s["seconds"] > 0 and s["reason"] for s in report["switches"])
 
-    # No trajectory lost or duplicated across the switches: every job created is consumed,
-    # dropped for staleness, finished and waiting, or still to run, exactly once.
-    schedule = json.loads((run_dir / "checkpoints" / f"step_{STEPS:06d}" / "state.json").read_text())["schedule"]
-    consumed = [i for ids in schedule["consumed"] for i in ids]
-    assert [len(ids) for ids in schedule["consumed"]] == [4] * STEPS
-    ready = [t["trajectory_id"] for _, trajectories, _ in schedule["ready"] for t in trajectories]
-    pending = [str(job["job_id"]) for job in schedule["jobs"]]
-    accounted = consumed + schedule["dropped"] + ready + pending
-    assert len(accounted) == len(set(accounted))
-    assert set(accounted) == {str(i) for i in range(schedule["next_group"])}
+    assert_every_job_accounted_once(run_dir, STEPS)
+
+
+COLOCATED_STEPS = 4
+
+
+@needs_bwrap
+def test_colocated_trains_every_step_on_every_unit_and_generates_on_every_unit(tmp_path: Path, ray_cluster):
+    stream = write_phase_suite(tmp_path / "suite", slow_seconds=0.0, slow_steps=COLOCATED_STEPS)
+    config = load_config(
+        None,
+        [f"tasks.source=stream:{stream}", f"run.output_dir={tmp_path}", "run.name=colocated",
+         f"run.steps={COLOCATED_STEPS}", "orchestrator.multiplex=colocated", *SETTINGS],
+    )  # fmt: skip
+    run_dir = train(config)
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["version"] for r in records] == list(range(1, COLOCATED_STEPS + 1))
+    for record in records:
+        assert record["learner_ranks"] == UNITS, record  # every step ran on every unit
+        assert record["staleness_max"] == 0  # synchronous: each batch generated by the newest policy
+        assert record["infra_dropped"] == 0 and record["stale_dropped"] == 0
+    # The learner's 2 home units first go to rollout (all 4 generate the first batch), then
+    # all 4 train on it; after each step all 4 generate the next batch and train on it.
+    assert [r["switches_to_rollout"] for r in records] == [2] + [UNITS] * (COLOCATED_STEPS - 1)
+    assert [r["switches_to_learner"] for r in records] == [UNITS] * COLOCATED_STEPS
+    assert_every_job_accounted_once(run_dir, COLOCATED_STEPS)

@@ -34,16 +34,36 @@ class _Worker:
         self.wake = _Call(log, f"wake {index}", 0.5)
 
 
-class _Learner:
-    def __init__(self, ranks: int, log: list) -> None:
-        self.ranks, self.log = [object()] * ranks, log
+class _Clock:
+    """`time` as `multiplexing` reads it: seconds move only when a test moves them."""
 
-    def resize(self, ranks: int) -> float:  # as `LearnerGroup.resize`: nothing to do at the same size
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class _Learner:
+    """Records resizes; each takes `RESIZE_S` on the clock and its references are ready at
+    once, unless `hold` (then when the test adds them to `ready`)."""
+
+    RESIZE_S = 2.0
+
+    def __init__(self, ranks: int, log: list, clock: _Clock) -> None:
+        self.ranks, self.log, self.clock = [object()] * ranks, log, clock
+        self.hold, self.ready = False, set()
+
+    def resize_refs(self, ranks: int) -> list:  # as `LearnerGroup.resize_refs`: nothing to do at the same size
         if ranks == len(self.ranks):
-            return 0.0
+            return []
         self.log.append(("resize", ranks))
         self.ranks = [object()] * ranks
-        return 2.0
+        refs = [f"imported@{rank} of {ranks}" for rank in range(ranks)]
+        if not self.hold:
+            self.clock.now += self.RESIZE_S
+            self.ready.update(refs)
+        return refs
 
 
 class _Loop(SimpleNamespace):
@@ -53,13 +73,31 @@ class _Loop(SimpleNamespace):
         return dict(self.episodes)
 
 
+@pytest.fixture(autouse=True)
+def clock(monkeypatch) -> _Clock:
+    from trainer.orchestrator import multiplexing
+
+    fake = _Clock()
+    monkeypatch.setattr(multiplexing, "time", fake)
+    return fake
+
+
 def _loop(policy: str = "bidirectional", rollout: int = 2, learner: int = 2) -> tuple[_Loop, list]:
+    from trainer.orchestrator import multiplexing
+
     log: list = []
+    clock = multiplexing.time
     config = OrchestratorConfig(multiplex=policy, rollout_workers=rollout, multiplex_profile_steps=0,
                                 multiplex_window_steps=2, episodes_per_step=2)  # fmt: skip
-    ray = SimpleNamespace(get=lambda value: value, exceptions=SimpleNamespace(RayActorError=RuntimeError))
+    group = _Learner(learner, log, clock)
+
+    def wait(refs, num_returns, timeout):
+        assert timeout == 0 or not set(refs) - group.ready, "a blocking wait that would never end"
+        return [r for r in refs if r in group.ready], [r for r in refs if r not in group.ready]
+
+    ray = SimpleNamespace(get=lambda value: value, wait=wait, exceptions=SimpleNamespace(RayActorError=RuntimeError))
     loop = _Loop(
-        config=config, ray=ray, learner=_Learner(learner, log),
+        config=config, ray=ray, learner=group,
         workers=[_Worker(i, log) for i in range(rollout + learner)],
         schedule=Schedule(TaskPicker([("a", "f")], seed=0), groups_per_batch=2, gated=False, max_staleness=1),
         running={}, learner_ref=None, version=7, weights_ref="weights@7", held_slots=0, episodes={},
@@ -104,7 +142,26 @@ def test_a_unit_lent_to_the_learner_drains_sleeps_then_joins_it_at_a_step_bounda
     assert mux.units.serving(LEARNER) == 3 and mux.units.lent() == (0, 1)
     (switch,) = mux.units.done
     # The sleep as the driver saw it (its wall time), plus the resize.
-    assert switch["direction"] == "to_learner" and 2.0 <= switch["seconds"] < 2.1 and switch["reason"] == "test"
+    assert switch["direction"] == "to_learner" and switch["seconds"] == 2.0 and switch["reason"] == "test"
+
+
+def test_the_loop_goes_on_while_the_learner_resizes_and_the_switch_completes_when_it_has(clock):
+    loop, log = _loop()
+    mux, learner = loop.mux, loop.learner
+    learner.hold = True
+    mux._request([Switch(3, ROLLOUT)], 0.0, "test")
+    mux.move()
+    assert log == [("resize", 1)] and mux.pending() == ["imported@0 of 1"]
+    assert mux.units.done == [] and mux.units.due() == ([], [3])  # not done: its worker sleeps on
+    clock.now += 1.5
+    mux.move()  # the loop went on (episodes, steps); the resize is still in flight
+    assert log == [("resize", 1)] and mux.units.done == []
+    learner.ready.add("imported@0 of 1")
+    clock.now += 1.0
+    mux.move()
+    assert log == [("resize", 1), ("wake 3", 7, "weights@7")] and mux.pending() == []
+    assert mux.units.done[0]["direction"] == "to_rollout" and mux.units.done[0]["seconds"] == 2.5
+    assert mux.units.open() == [0, 1, 3]
 
 
 def test_a_unit_returned_to_rollout_leaves_at_a_step_boundary_and_wakes_with_the_newest_weights():
@@ -119,7 +176,7 @@ def test_a_unit_returned_to_rollout_leaves_at_a_step_boundary_and_wakes_with_the
     assert log == [("resize", 1), ("wake 3", 8, "weights@8")]  # shrink first, then wake
     assert mux.units.open() == [0, 1, 3] and mux.units.lent() == (1, 0)
     # The resize's seconds, plus the wake's as the driver saw them (its wall time).
-    assert mux.units.done[0]["direction"] == "to_rollout" and 2.0 <= mux.units.done[0]["seconds"] < 2.1
+    assert mux.units.done[0]["direction"] == "to_rollout" and mux.units.done[0]["seconds"] == 2.0
 
 
 def test_colocated_time_shares_every_unit_and_parks_the_learner_on_one_rank():
@@ -128,6 +185,7 @@ def test_colocated_time_shares_every_unit_and_parks_the_learner_on_one_rank():
     assert loop.schedule.max_staleness == 0  # synchronous batches
     mux.tick()  # no batch ready: every unit generates; the learner is parked on one rank
     assert log == [("wake 2", 7, "weights@7")] and mux.units.open() == [0, 1, 2]
+    assert not mux.may_step()  # the learner's rank is parked: no step on it
     for job in loop.schedule.next_jobs(7, 3):
         trajectory = Trajectory(task_id="a", reward=1.0)
         trajectory.extend([1, 2], policy=False)
@@ -135,6 +193,7 @@ def test_colocated_time_shares_every_unit_and_parks_the_learner_on_one_rank():
         loop.schedule.finish(EpisodeResult(job.job_id, [trajectory]))
     mux.tick()  # a batch is ready and nothing runs: every unit goes to the learner
     assert log[1:] == [("sleep 0",), ("sleep 1",), ("sleep 2",), ("resize", 3)]
+    assert mux.may_step()  # every unit is in the learner
     state = mux.units.state(0.0, {}, (0, 0, 0, 0), ready=0, running=0, episodes_per_step=2, stepping=False)
     assert colocated(state, mux.rule) == [Switch(i, ROLLOUT) for i in range(3)]
 
@@ -150,7 +209,7 @@ def test_a_step_reports_the_split_and_the_switches_since_the_last_step():
     mux.stepped(record, Batch(1, [trajectory], ["0"], [0], 0), 1.5)
     assert record["rollout_units"] == 3 and record["learner_units"] == 1 and record["learner_ranks"] == 1
     assert (record["switches_to_rollout"], record["switches_to_learner"]) == (1, 0)
-    assert 2.0 <= record["switch_to_rollout_s"] < 2.1 and record["lent_to_rollout"] == 1
+    assert record["switch_to_rollout_s"] == 2.0 and record["lent_to_rollout"] == 1
     assert mux.profile == [
         {"kind": "episode", "tokens": 3, "turns": 1, "generation_seconds": 0.5, "tool_seconds": 1.5, "step": 1},
         {"kind": "learner_step", "tokens": 3, "seconds": 1.5, "units": 1, "step": 1},

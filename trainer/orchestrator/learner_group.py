@@ -330,14 +330,30 @@ class LearnerGroup:
         return self._get("load", directory)
 
     def resize(self, ranks: int) -> float:
-        """Move the learner to `ranks` ranks (BiDiRL: units lent by, or returned to, the
-        rollout pool); returns the seconds it took (0.0 when it already has that many).
-        Weights, optimizer states, version and counters, SE-RL's family weights, the RNG and
-        the probes carry over, so the next step is the step the old group would have taken
-        (up to float rounding of the sharded reductions). In place with a pool (up to its
-        size), by new processes without one (module docstring). Call it between steps: a
-        step or weights request already sent finishes first (each rank runs its calls in
-        order) and its result stays readable; not inside a warm start or critic pre-training."""
+        """Move the learner to `ranks` ranks and wait until it has (`resize_refs`); returns
+        the seconds it took (0.0 when it already has that many)."""
+        import ray
+
+        started = time.monotonic()
+        refs = self.resize_refs(ranks)
+        if not refs:
+            return 0.0
+        ray.get(refs)
+        seconds = time.monotonic() - started
+        logger.info("learner resized to %d ranks in %.2fs%s", ranks, seconds, " in place" if self.pool else "")
+        return seconds
+
+    def resize_refs(self, ranks: int) -> list:
+        """Start moving the learner to `ranks` ranks (BiDiRL: units lent by, or returned to,
+        the rollout pool); references that are all ready once every new rank holds its
+        state ([] when it already has that many ranks). Weights, optimizer states, version
+        and counters, SE-RL's family weights, the RNG and the probes carry over, so the next
+        step is the step the old group would have taken (up to float rounding of the
+        sharded reductions). With a pool (up to its size) nothing here waits: each rank runs
+        its calls in order, so a step or weights request sent after this runs on the new
+        ranks once they hold the state; without one the new processes start first (module
+        docstring). Call it between steps: a step or weights request already sent finishes
+        first and its result stays readable; not inside a warm start or critic pre-training."""
         import ray
 
         if ranks < 1:
@@ -345,25 +361,18 @@ class LearnerGroup:
         if self.pool and ranks > len(self.pool):
             raise ValueError(f"the learner pool has {len(self.pool)} processes: it cannot grow to {ranks} ranks")
         if ranks == len(self.ranks):
-            return 0.0
-        started = time.monotonic()
-        before = len(self.ranks)
-        refs = self._refs("export_state")  # every rank: the shards are gathered to rank 0
-        ray.get(refs)
-        state = refs[0]  # stays in the object store: the new ranks fetch it from there
-        gathered = time.monotonic()
+            return []
+        state = self._refs("export_state")[0]  # every rank gathers; rank 0's answer is the state
         if self.pool:
-            self.ranks = self._activate(ranks)  # frees the old learner on every process first
+            threads = max(1, (os.cpu_count() or 1) // ranks)
+            for handle in self.pool:  # after its export: frees the old learner, builds the new
+                handle.activate.remote(ranks, threads)
+            self.ranks = self.pool[:ranks]
         else:
+            ray.wait([state], fetch_local=False)  # the old ranks end only once the state is out
             self._kill(self.ranks)  # the units are free before the new ranks take them
             self.ranks = self._start(ranks)
-        ray.get([rank.import_state.remote(state) for rank in self.ranks])
-        seconds = time.monotonic() - started
-        logger.info(
-            "learner resized from %d to %d ranks in %.2fs (gather %.2fs, build and load %.2fs)%s",
-            before, ranks, seconds, gathered - started, seconds - (gathered - started), " in place" if self.pool else "",
-        )  # fmt: skip
-        return seconds
+        return [rank.import_state.remote(state) for rank in self.ranks]
 
     def kill(self) -> None:
         """End the ranks (and the pool's processes)."""

@@ -259,7 +259,7 @@ class Orchestrator:
         self.held_slots = sum(free.values())  # left free: the schedule admitted nothing more
 
     def _maybe_step(self) -> None:
-        if self.learner_ref is not None:
+        if self.learner_ref is not None or (self.mux is not None and not self.mux.may_step()):
             return
         dropped = len(self.schedule.dropped)
         batch = self.schedule.take_batch(self.version)
@@ -343,6 +343,8 @@ class Orchestrator:
         refs = list(self.running)
         if self.learner_ref is not None:
             refs.append(self.learner_ref)
+        if self.mux is not None:  # a learner resize in flight: its end completes switches
+            refs += self.mux.pending()
         if not refs:
             raise RuntimeError("the orchestrator has nothing to wait for: no episode can be started")
         deadline = min((r.deadline for r in self.running.values()), default=time.monotonic() + 60)
@@ -351,8 +353,8 @@ class Orchestrator:
         for ref in done:
             if ref == self.learner_ref:
                 self._on_learner()
-            else:
-                self._on_result(ref)
+            elif ref in self.running:
+                self._on_result(ref)  # else a resize's: the next tick completes it
         self._check_deadlines()
 
     def _drain_older_pins(self) -> None:

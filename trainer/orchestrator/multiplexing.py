@@ -17,6 +17,13 @@ sleeps once idle and the learner grows at the next step boundary; to rollout, th
 shrinks at the next step boundary, then the worker wakes with the newest published weights
 (a newer version published while it slept wins). A boundary is any moment no learner step is
 in flight: resizes happen between two steps only, so a step never sees its ranks change.
+
+The resize does not stop the loop (`LearnerGroup.resize_refs`): while the learner gathers
+its state and rebuilds at the new size, the loop goes on collecting finished episodes and
+starting new ones on the rollout units; a learner step or a weights request sent meanwhile
+runs on the new ranks after the move (each rank runs its calls in order). The switches
+complete (`_finish_resize`: bookkeeping, then the leaving units' workers wake) once every
+rank has its state; the loop waits on those references with its episodes (`pending`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.orchestrator.multiplex import LEARNER, POLICIES, ROLLOUT, Rule, SignalMeter, Switch, TimeModelError, fit
@@ -51,6 +59,18 @@ def episode_record(trajectory, step: int) -> dict | None:
     }
 
 
+@dataclass
+class _Resize:
+    """A learner resize in flight."""
+
+    refs: list
+    grow: list[int]
+    shrink: list[int]
+    before: int
+    ranks: int
+    started: float
+
+
 class Multiplex:
     def __init__(self, orchestrator, path: Path | None = None) -> None:
         config = orchestrator.config
@@ -72,6 +92,7 @@ class Multiplex:
         self.reported = 0
         self.fresh: dict[str, tuple[bool, float]] = {}
         """Finished, not yet consumed trajectories: (fresh when it finished, its seconds)."""
+        self.resizing: _Resize | None = None
         if self.name == "colocated":  # verl-style time-sharing: generate a batch, then train on it
             schedule = orchestrator.schedule
             schedule.max_staleness, schedule.staleness_policy = 0, "wait"
@@ -167,9 +188,24 @@ class Multiplex:
             logger.info("multiplex: unit %d (home %s) switches %s -> %s: %s", unit.index, unit.home, unit.role,
                         switch.to, reason)  # fmt: skip
 
+    def may_step(self) -> bool:
+        """Whether the loop may start a learner step now. Colocated steps only on every unit
+        (none in rollout, none moving): otherwise a batch ready while units still move would
+        train on the learner parked on one rank. The other policies step on the ranks of the
+        moment (a step sent during a resize runs on the new ranks)."""
+        if self.name != "colocated":
+            return True
+        return self.units.serving(ROLLOUT) == 0 and not self.units.switching() and self.resizing is None
+
+    def pending(self) -> list:
+        """References the loop waits on with its episodes: the in-flight resize's."""
+        return list(self.resizing.refs) if self.resizing is not None else []
+
     def move(self) -> None:
         """Take the switches in flight as far as they can go now (module docstring)."""
         o, ray = self.o, self.o.ray
+        if self.resizing is not None and not self._finish_resize(block=False):
+            return  # one resize at a time: the next waits for the learner's new size
         started = time.monotonic()  # several workers sleep (and wake) at once: each is timed from the start
         sleeping = {index: o.workers[index].sleep.remote() for index in self.units.drained(o._episodes())}
         for index, ref in sleeping.items():
@@ -187,11 +223,31 @@ class Multiplex:
         if not grow and not shrink:
             return
         before, ranks = len(o.learner.ranks), self.units.ranks()
-        resize_s = o.learner.resize(ranks)
-        now = time.monotonic()
-        self.units.resized(grow, resize_s, now, now - self.start)
         started = time.monotonic()
-        waking = {index: o.workers[index].wake.remote(o.version, o.weights_ref) for index in shrink}
+        self.resizing = _Resize(o.learner.resize_refs(ranks), grow, shrink, before, ranks, started)
+        self._finish_resize(block=False)  # done already when nothing had to move
+
+    def settle(self) -> None:
+        """Wait for the resize in flight, if any, and complete its switches."""
+        if self.resizing is not None:
+            self._finish_resize(block=True)
+
+    def _finish_resize(self, *, block: bool) -> bool:
+        """Complete the in-flight resize's switches if every rank has its state (or, with
+        `block`, once they all have): the units' books, then the leaving units' workers wake
+        with the newest weights. Whether it completed."""
+        o, ray, resize = self.o, self.o.ray, self.resizing
+        if resize.refs:
+            ready, _ = ray.wait(resize.refs, num_returns=len(resize.refs), timeout=None if block else 0)
+            if len(ready) < len(resize.refs):
+                return False
+            ray.get(resize.refs)  # a rank's error surfaces here
+        self.resizing = None
+        now = time.monotonic()
+        resize_s = now - resize.started
+        self.units.resized(resize.grow, resize_s, now, now - self.start)
+        started = time.monotonic()
+        waking = {index: o.workers[index].wake.remote(o.version, o.weights_ref) for index in resize.shrink}
         for index, ref in waking.items():
             try:
                 ray.get(ref)
@@ -200,23 +256,29 @@ class Multiplex:
                 o._restart_worker(index)
             now = time.monotonic()
             self.units.woke(index, resize_s, now - started, now, now - self.start)
-        for switch in self.units.done[-len(grow) - len(shrink) :]:
+        moved = len(resize.grow) + len(resize.shrink)
+        for switch in self.units.done[len(self.units.done) - moved :]:
             logger.info("multiplex: unit %d is in %s (%s in %.2f s; learner %d -> %d ranks)", switch["unit"],
-                        switch["direction"][3:], switch["direction"], switch["seconds"], before, ranks)  # fmt: skip
+                        switch["direction"][3:], switch["direction"], switch["seconds"], resize.before,
+                        resize.ranks)  # fmt: skip
         if self.meter.started:  # the split changed: the signals start over
             self.meter.restart(time.monotonic())
+        return True
 
     def restore(self) -> None:
         """After the last step (no step in flight): every unit back to its home pool, so that
         what runs after RL (the evaluation) finds the configured (or planned) split. Units still
         draining with episodes on them stay in rollout."""
+        self.settle()
         for unit in self.units.units:
             if unit.role == ROLLOUT and unit.target == LEARNER:
                 self.units.cancel(unit.index)
         self.move()  # units asleep in transit join the learner first
+        self.settle()
         away = [Switch(u.index, u.home) for u in self.units.units if u.role != u.home and u.target is None]
         self._request(away, time.monotonic(), "the run is over: back to its home pool")
         self.move()
+        self.settle()
 
     # -- the planner --------------------------------------------------------------------------
     def records(self, steps: int | None = None) -> list[dict]:
