@@ -238,6 +238,40 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def plan_runs(methods: list[str], lrs: Iterable[float], seeds: int, done: dict) -> list[tuple[str, float, int]]:
+    """The runs `run_bench` still has to make, in its order, given the recorded ones: the
+    sweep's missing runs, then for each method whose sweep is complete its best lr's missing
+    seeds (a method still sweeping has its seeds to come, not yet known)."""
+    todo = [(m, float(lr), SWEEP_SEED) for m in methods for lr in lrs if (m, float(lr), SWEEP_SEED) not in done]
+    for method in methods:
+        sweep = {float(lr): done.get((method, float(lr), SWEEP_SEED)) for lr in lrs}
+        if all(sweep.values()):
+            chosen = best_lr({lr: record["final_success"] for lr, record in sweep.items()})
+            todo += [(method, chosen, s) for s in range(seeds) if (method, chosen, s) not in done]
+    return todo
+
+
+def status(methods: list[str], lrs: Iterable[float], seeds: int, done: dict) -> str:
+    """The recorded runs as a markdown table (one line per run, in the bench's order) and a
+    line on what is left: how far a long benchmark has come, without training anything."""
+    lines = [
+        "| method | lr | seed | training success first → last third | eval before → after | mask dropped | fails |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (method, lr, seed), r in sorted(done.items(), key=lambda item: (methods.index(item[0][0])
+                                        if item[0][0] in methods else len(methods), item[0][2], item[0][1])):  # fmt: skip
+        evaluation = "—" if r.get("eval_before") is None else f"{r['eval_before']:.2f} → {r['eval_after']:.2f}"
+        masked = "—" if r.get("masked_fraction") is None else f"{r['masked_fraction']:.2%}"
+        lines.append(f"| {method} | {lr:g} | {seed} | {r['first_success']:.2f} → {r['final_success']:.2f} "
+                     f"| {evaluation} | {masked} | {r['fails']} |")  # fmt: skip
+    todo = plan_runs(methods, list(lrs), seeds, done)
+    undecided = [m for m in methods if any((m, float(lr), SWEEP_SEED) not in done for lr in lrs)]
+    left = f"{len(todo)} runs known to be left"
+    if undecided:
+        left += f", plus {seeds - 1} seeds each for {', '.join(undecided)} once their sweeps choose an lr"
+    return "\n".join(lines) + f"\n\n{len(done)} runs recorded; {left}."
+
+
 class TrainingRunner:
     """Runs the recipe in this process (`trainer.train.train`, Ray started once by `main`):
     one warm start per seed in `out/runs/warm-s<seed>` (reused while its checkpoint is
@@ -339,6 +373,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the config's run.steps)")
     parser.add_argument("--config", default="configs/train_swe.yaml", help="the training recipe every run starts from")
     parser.add_argument(
+        "--status", action="store_true", help="print the runs recorded in --out and what is left; train nothing"
+    )
+    parser.add_argument(
         "overrides", nargs="*", help="section.field=value settings for every run (e.g. evaluation.episodes=16)"
     )
     args = parser.parse_args()
@@ -347,6 +384,9 @@ def main() -> None:
         parser.error(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
     if not args.lrs or args.seeds < 1:
         parser.error("need at least one lr and one seed")
+    if args.status:
+        print(status(methods, args.lrs, args.seeds, load_results(args.out / "results.jsonl")))
+        return
     setting = {"config": args.config, "overrides": args.overrides, "steps": args.steps}
     recorded = args.out / "setting.json"
     if recorded.is_file() and json.loads(recorded.read_text()) != setting:

@@ -14,8 +14,10 @@ from bench.learning import (
     load_results,
     markdown,
     method_figures,
+    plan_runs,
     run_bench,
     run_figures,
+    status,
 )
 
 
@@ -159,3 +161,23 @@ def test_a_rerun_skips_every_finished_run_and_loses_none(tmp_path):
     finished = FakeRunner()
     run_bench(["sao", "grpo"], (1.0, 2.0), 2, finished, results)
     assert finished.calls == []  # everything recorded: nothing runs
+
+
+def test_status_lists_the_recorded_runs_and_the_runs_left_in_the_benchs_order(tmp_path):
+    results = tmp_path / "results.jsonl"
+    crashing = FakeRunner(sweep={("sao", 1.0): 0.5, ("sao", 2.0): 0.25}, fail_on=("grpo", 2.0, 0))
+    with pytest.raises(KeyboardInterrupt):
+        run_bench(["sao", "grpo"], (1.0, 2.0), 3, crashing, results)
+    done = load_results(results)
+    assert plan_runs(["sao", "grpo"], (1.0, 2.0), 3, done) == [("grpo", 2.0, 0), ("sao", 1.0, 1), ("sao", 1.0, 2)]
+    report = status(["sao", "grpo"], (1.0, 2.0), 3, done)
+    assert report.splitlines()[2:5] == [
+        "| sao | 1 | 0 | 0.00 → 0.50 | 0.25 → 0.75 | — | — |",
+        "| sao | 2 | 0 | 0.00 → 0.25 | 0.25 → 0.50 | — | — |",
+        "| grpo | 1 | 0 | 0.00 → 0.10 | 0.25 → 0.35 | — | — |",
+    ]
+    assert report.endswith("3 runs recorded; 3 runs known to be left, plus 2 seeds each for grpo once their "
+                           "sweeps choose an lr.")  # fmt: skip
+    again = FakeRunner(sweep={("sao", 1.0): 0.5, ("sao", 2.0): 0.25})
+    run_bench(["sao", "grpo"], (1.0, 2.0), 3, again, results)
+    assert again.calls[:3] == plan_runs(["sao", "grpo"], (1.0, 2.0), 3, done)  # the order the bench runs them
