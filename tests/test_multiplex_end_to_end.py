@@ -119,3 +119,35 @@ def test_colocated_trains_every_step_on_every_unit_and_generates_on_every_unit(t
     assert [r["switches_to_rollout"] for r in records] == [2] + [UNITS] * (COLOCATED_STEPS - 1)
     assert [r["switches_to_learner"] for r in records] == [UNITS] * COLOCATED_STEPS
     assert_every_job_accounted_once(run_dir, COLOCATED_STEPS)
+
+
+PLANNED_STEPS = 5
+
+
+@needs_bwrap
+def test_the_planner_profiles_slow_episodes_and_gives_rollout_the_learners_spare_unit(tmp_path: Path, ray_cluster):
+    """The planner on a real run: 3 profiled steps of episodes whose tests sleep 8 s, then the
+    fitted time model's split, reached by real switches. Rollout is the bottleneck by far
+    (2 units x 2 slots make 4 episodes per ~9 s where a one-rank learner step on them takes
+    a second or two, 5 under load), so the plan moves the learner's spare unit to rollout:
+    3 rollout + 1 learner (it would take a one-rank step over 6 s to choose otherwise)."""
+    stream = write_phase_suite(tmp_path / "suite", slow_seconds=8.0, slow_steps=PLANNED_STEPS)
+    # A signal window of 100 steps: the run-time rule never acts, only the planner moves units.
+    config = load_config(
+        None,
+        [f"tasks.source=stream:{stream}", f"run.output_dir={tmp_path}", "run.name=planned",
+         f"run.steps={PLANNED_STEPS}", "orchestrator.multiplex=bidirectional", "orchestrator.multiplex_profile_steps=3",
+         "orchestrator.multiplex_window_steps=100", *SETTINGS],
+    )  # fmt: skip
+    run_dir = train(config)
+    report = json.loads((run_dir / "multiplex.json").read_text())
+    model, plan = report["model"], report["plan"]
+    assert model["generation_tokens_per_s"] > 0 and model["tool_seconds_per_turn"] > 7.0  # the sleeping tests
+    assert plan["predicted"]["throughput"] == max(c["throughput"] for c in plan["candidates"])
+    assert (plan["rollout_units"], plan["learner_units"]) == (3, 1), plan
+    (switch,) = [s for s in report["switches"] if not s["reason"].startswith("the run is over")]
+    assert switch["direction"] == "to_rollout" and switch["reason"].startswith("plan: 3 rollout + 1 learner")
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["learner_ranks"] for r in records[:3]] == [2, 2, 2]  # profiled on the configured split
+    assert records[-1]["learner_ranks"] == 1 and records[-1]["rollout_units"] == 3
+    assert_every_job_accounted_once(run_dir, PLANNED_STEPS)
