@@ -43,10 +43,6 @@ class LearnerRank:
         (`rendezvous`), then every rank joins it (`setup`)."""
         self.config_payload, self.rank, self.world_size, self.threads = config, rank, world_size, threads
 
-    def assign(self, rank: int, world_size: int, threads: int) -> None:
-        """Take rank `rank` of `world_size` (a spare taken into a group, before `setup`)."""
-        self.rank, self.world_size, self.threads = rank, world_size, threads
-
     def rendezvous(self) -> str:
         """host:port for the process group, on this rank's node (rank 0's): its address on the
         cluster's network, so ranks on other nodes reach it, and a port free there."""
@@ -220,11 +216,11 @@ class LearnerGroup:
         self.pool = self._start_pool(pool) if pool else []
         self.ranks = self._activate(ranks) if pool else self._start(ranks)
 
-    def _spawn(self, rank: int = 0, world_size: int = 1):
+    def _spawn(self, rank: int, world_size: int, threads: int = 1):
         import ray
 
         actor = ray.remote(num_cpus=0, num_gpus=self.num_gpus)(LearnerRank)
-        return actor.remote(self.payload, rank, world_size, 1)
+        return actor.remote(self.payload, rank, world_size, threads)
 
     def _start_pool(self, size: int) -> list:
         """`size` rank processes in one process group with its subgroups (`LearnerRank.join`)."""
@@ -255,9 +251,7 @@ class LearnerGroup:
         if ranks < 1:
             raise ValueError(f"a learner group needs at least one rank, not {ranks}")
         threads = max(1, (os.cpu_count() or 1) // ranks)
-        handles = [self._spawn() for _ in range(ranks)]
-        for rank, handle in enumerate(handles):
-            handle.assign.remote(rank, ranks, threads)
+        handles = [self._spawn(rank, ranks, threads) for rank in range(ranks)]
         # Rank 0's node, wherever Ray put it (another node of a cluster: not 127.0.0.1).
         address = ray.get(handles[0].rendezvous.remote())
         for rank in handles:
