@@ -25,7 +25,8 @@ summary.json, checkpoints) stay in `DIR/runs/`. Per method the report gives the 
 the sweep (lr -> training success), the evaluation rise (summary.json's `eval_after -
 eval_before`) as mean and population std over seeds, training success in the first and last
 third, for the mask methods the mean fraction of tokens the mask dropped, and where the
-method fails (`diagnose`). With a tiny model, a few tasks and CPU minutes, seeds disagree:
+method fails (`diagnose` on the metrics, and declines of training success or the evaluation:
+`failures`). With a tiny model, a few tasks and CPU minutes, seeds disagree:
 the spread is part of the result.
 """
 
@@ -75,6 +76,9 @@ ENTROPY_RATIO = 0.2
 """`diagnose`: sampled entropy in the last third below this share of the first third's."""
 NO_SIGNAL_SHARE = 0.5
 """`diagnose`: at least this share of episodes in all-equal groups (DAPO's filter) is no signal."""
+DECLINE = 0.1
+"""`failures`: training success (last third against first) or the evaluation (after against
+before) falling by at least this much is a decline, short of a collapse."""
 
 
 def method_settings(method: str, episodes: int) -> list[str]:
@@ -147,6 +151,17 @@ def run_figures(records: list[dict], summary: dict) -> dict:
     }
 
 
+def failures(run: dict) -> str:
+    """Where a recorded run failed: `diagnose`'s line from its metrics, plus the declines its
+    figures show (`DECLINE`): training success or the evaluation falling. "—" if nowhere."""
+    found = [] if run["fails"] == "—" else [run["fails"]]
+    if run["first_success"] - run["final_success"] >= DECLINE:
+        found.append(f"training success fell {run['first_success']:.2f} -> {run['final_success']:.2f}")
+    if run.get("eval_before") is not None and run["eval_before"] - run["eval_after"] >= DECLINE:
+        found.append(f"evaluation fell {run['eval_before']:.2f} -> {run['eval_after']:.2f}")
+    return "; ".join(found) or "—"
+
+
 def best_lr(sweep: dict[float, float]) -> float:
     """The lr with the highest training success; of equals, the smaller lr."""
     return max(sweep, key=lambda lr: (sweep[lr], -lr))
@@ -157,7 +172,7 @@ def method_figures(method: str, sweep: dict[float, float], runs: list[dict]) -> 
     per seed) the means (and for the evaluation rise the population std) of the figures."""
     rises = [r["eval_after"] - r["eval_before"] for r in runs if r.get("eval_before") is not None]
     masked = [r["masked_fraction"] for r in runs if r.get("masked_fraction") is not None]
-    fails = [f"s{r['seed']}: {r['fails']}" for r in runs if r["fails"] != "—"]
+    fails = [f"s{r['seed']}: {failures(r)}" for r in runs if failures(r) != "—"]
     return {
         "method": method,
         "lr": best_lr(sweep),
@@ -263,7 +278,7 @@ def status(methods: list[str], lrs: Iterable[float], seeds: int, done: dict) -> 
         evaluation = "—" if r.get("eval_before") is None else f"{r['eval_before']:.2f} → {r['eval_after']:.2f}"
         masked = "—" if r.get("masked_fraction") is None else f"{r['masked_fraction']:.2%}"
         lines.append(f"| {method} | {lr:g} | {seed} | {r['first_success']:.2f} → {r['final_success']:.2f} "
-                     f"| {evaluation} | {masked} | {r['fails']} |")  # fmt: skip
+                     f"| {evaluation} | {masked} | {failures(r)} |")  # fmt: skip
     todo = plan_runs(methods, list(lrs), seeds, done)
     undecided = [m for m in methods if any((m, float(lr), SWEEP_SEED) not in done for lr in lrs)]
     left = f"{len(todo)} runs known to be left"

@@ -11,6 +11,7 @@ from bench.learning import (
     METHODS,
     best_lr,
     diagnose,
+    failures,
     load_results,
     markdown,
     method_figures,
@@ -104,14 +105,14 @@ def test_method_figures_over_seeds():
         "first_success": 0.3333,
         "final_success": 0.5,
         "masked_fraction": 0.02,
-        "fails": "s2: collapsed: training success 0 for the last 6 steps",
+        "fails": "s2: collapsed: training success 0 for the last 6 steps; training success fell 0.50 -> 0.25",
     }
     plain = method_figures("ppo", {5e-4: 0.5}, [run(0, 0.0, 0.5, None, None)])
     assert plain["eval_rise_mean"] is None and plain["eval_rise_std"] is None and plain["masked_fraction"] is None
     table = markdown([figures, plain]).splitlines()
     assert table[2] == (
         "| grpo_mask | 0.00025 | 0.00025: 0.50, 0.0005: 0.50, 0.001: 0.25 | +0.250 ± 0.204 | 0.33 → 0.50 | 2.00% "
-        "| s2: collapsed: training success 0 for the last 6 steps |"
+        "| s2: collapsed: training success 0 for the last 6 steps; training success fell 0.50 -> 0.25 |"
     )
     assert table[3] == "| ppo | 0.0005 | 0.0005: 0.50 | — | 0.00 → 0.50 | — | — |"
 
@@ -181,3 +182,14 @@ def test_status_lists_the_recorded_runs_and_the_runs_left_in_the_benchs_order(tm
     again = FakeRunner(sweep={("sao", 1.0): 0.5, ("sao", 2.0): 0.25})
     run_bench(["sao", "grpo"], (1.0, 2.0), 3, again, results)
     assert again.calls[:3] == plan_runs(["sao", "grpo"], (1.0, 2.0), 3, done)  # the order the bench runs them
+
+
+def test_failures_add_the_declines_the_figures_show_to_the_metrics_diagnosis():
+    assert failures(run(0, 0.45, 0.33, 0.47, 0.27)) == (
+        "training success fell 0.45 -> 0.33; evaluation fell 0.47 -> 0.27"
+    )  # PPO at 1.25e-4 on the multi-turn default, seed 0
+    assert failures(run(0, 0.5, 0.45, 0.5, 0.41)) == "—"  # less than DECLINE either way
+    assert (
+        failures(run(0, 0.5, 0.0, None, None, fails="collapsed: x"))
+        == "collapsed: x; training success fell 0.50 -> 0.00"
+    )
