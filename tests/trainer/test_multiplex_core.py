@@ -82,8 +82,29 @@ def test_fit_recovers_the_parameters_it_was_drawn_from():
     assert model.learner_seconds_per_token == pytest.approx(1e-3, rel=1e-9)
     assert model.dp_efficiency == pytest.approx(0.9, rel=1e-9)
     assert (model.switch_to_learner_s, model.switch_to_rollout_s) == (4.0, 6.0)
+    assert [units for units, _ in model.measured_seconds_per_token] == [1, 2, 4]
+    for units, per_token in model.measured_seconds_per_token:  # on the power law: the same slopes
+        assert per_token == pytest.approx(1e-3 / (units * 0.9 ** math.log2(units)), rel=1e-9)
     assert model.assumed == ()
     assert model.episodes == EmpiricalLengths(((400, 2), (530, 3), (660, 4), (790, 5), (920, 6)))
+
+
+def test_a_measured_learner_size_uses_its_own_slope_and_the_others_the_power_law():
+    """As on 2 shared CPU cores: 1 -> 2 ranks halves the per-token time, 2 -> 4 gains nothing.
+    The power law fitted through 1, 2 and 4 misses every size; the measured slopes do not."""
+    records = [{"kind": "episode", "tokens": 100, "turns": 1, "generation_seconds": 1.0}]
+    for units, per_token in ((1, 1e-3), (2, 5e-4), (4, 5e-4)):
+        records += [{"kind": "learner_step", "tokens": n, "seconds": 0.5 + per_token * n, "units": units}
+                    for n in (2000, 6000)]  # fmt: skip
+    model = fit(records)
+    assert model.learner_step_overhead_s == pytest.approx(0.5, rel=1e-9)
+    assert [units for units, _ in model.measured_seconds_per_token] == [1, 2, 4]
+    assert [b for _, b in model.measured_seconds_per_token] == pytest.approx([1e-3, 5e-4, 5e-4], rel=1e-9)
+    for units, per_token in ((1, 1e-3), (2, 5e-4), (4, 5e-4)):
+        assert model.learner_step_seconds(4000, units) == pytest.approx(0.5 + per_token * 4000, rel=1e-9)
+    power_law = model.learner_seconds_per_token / (3 * model.dp_efficiency ** math.log2(3))
+    assert model.learner_step_seconds(4000, 3) == pytest.approx(0.5 + power_law * 4000, rel=1e-12)
+    assert model.dp_efficiency < 1.0  # 2 -> 4 gained nothing: the law's efficiency falls
 
 
 def test_fit_keeps_what_the_profile_cannot_tell_and_says_so():
@@ -207,6 +228,7 @@ def test_time_model_round_trips_through_json():
             learner_seconds_per_token=2e-4,
             episodes=lengths,
             switch_to_learner_s=1.0,
+            measured_seconds_per_token=((1, 2e-4), (3, 8e-5)),
             assumed=("dp_efficiency",),
         )
         assert TimeModel.from_dict(json.loads(json.dumps(model.to_dict()))) == model

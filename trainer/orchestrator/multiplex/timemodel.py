@@ -15,7 +15,10 @@ term of which the profiling phase of a run can measure:
 - **Learner.** A step on `n` tokens over `k` data-parallel units takes
   `t(k, n) = s0 + c1 * n / (k * eff**log2(k))`: a fixed overhead `s0` (optimizer step,
   publishing weights) plus a per-token term that scales with `k` at an efficiency of `eff` per
-  doubling (`eff = 1`: linear scaling).
+  doubling (`eff = 1`: linear scaling). At a size the profile measured, the per-token term is
+  the one measured there (`measured_seconds_per_token`); the power law covers the others (a
+  real learner need not follow it: on 2 shared CPU cores, 1 -> 2 ranks nearly halves a step
+  and 2 -> 4 barely changes it).
 - **Switch.** Moving a unit costs `switch_to_learner_s` (rollout -> learner) or
   `switch_to_rollout_s` (learner -> rollout) seconds during which it serves neither stage.
 - **Episode lengths.** Tokens and turns per episode: the empirical sample of the profile
@@ -188,6 +191,9 @@ class TimeModel:
     """eff: data-parallel efficiency per doubling of learner units."""
     switch_to_learner_s: float = 0.0
     switch_to_rollout_s: float = 0.0
+    measured_seconds_per_token: tuple[tuple[int, float], ...] = ()
+    """(units, learner seconds per token on that many units) where the profile measured it:
+    used there instead of the power law."""
     assumed: tuple[str, ...] = field(default=())
     """Fields the profile did not determine (kept at the values given to `fit`)."""
 
@@ -199,17 +205,25 @@ class TimeModel:
         for name in ("tool_seconds_per_turn", "learner_step_overhead_s", "switch_to_learner_s", "switch_to_rollout_s"):
             if getattr(self, name) < 0:
                 raise TimeModelError(f"field '{name}': must be >= 0")
+        for units, per_token in self.measured_seconds_per_token:
+            if units < 1 or per_token <= 0:
+                raise TimeModelError(
+                    f"field 'measured_seconds_per_token': ({units}, {per_token}) needs units >= 1, seconds > 0"
+                )
 
     def episode_tokens_per_s(self, generating: float) -> float:
         """Tokens/s of each of `generating` (>= 1) episodes generating at once on one unit."""
         return self.generation_tokens_per_s * max(1.0, generating) ** (self.concurrency_exponent - 1)
 
     def learner_step_seconds(self, tokens: float, units: int, slowdown: float = 1.0) -> float:
-        """t(k, n) = s0 + c1 n / (k eff^log2 k), times `slowdown` (a phase's forced slow learner)."""
+        """t(k, n) = s0 + c1 n / (k eff^log2 k), times `slowdown` (a phase's forced slow learner);
+        at a measured size k, s0 + (its measured seconds per token) n."""
         if units < 1:
             raise ValueError("a learner step needs at least one unit")
-        scale = units * self.dp_efficiency ** math.log2(units)
-        return slowdown * (self.learner_step_overhead_s + self.learner_seconds_per_token * tokens / scale)
+        per_token = dict(self.measured_seconds_per_token).get(units)
+        if per_token is None:
+            per_token = self.learner_seconds_per_token / (units * self.dp_efficiency ** math.log2(units))
+        return slowdown * (self.learner_step_overhead_s + per_token * tokens)
 
     def switch_seconds(self, to_learner: bool) -> float:
         return self.switch_to_learner_s if to_learner else self.switch_to_rollout_s
@@ -244,6 +258,7 @@ class TimeModel:
             "dp_efficiency": self.dp_efficiency,
             "switch_to_learner_s": self.switch_to_learner_s,
             "switch_to_rollout_s": self.switch_to_rollout_s,
+            "measured_seconds_per_token": [[units, seconds] for units, seconds in self.measured_seconds_per_token],
             "episodes": self.episodes.to_dict(),
             "assumed": list(self.assumed),
         }
@@ -267,6 +282,13 @@ class TimeModel:
                 values[name] = lengths_from_dict(value)
             elif name == "assumed":
                 values[name] = tuple(str(v) for v in value)
+            elif name == "measured_seconds_per_token":
+                try:
+                    values[name] = tuple((int(units), float(seconds)) for units, seconds in value)
+                except (TypeError, ValueError):
+                    raise TimeModelError(
+                        f"field '{name}': a list of [units, seconds per token], not {value!r}"
+                    ) from None
             elif isinstance(value, bool) or not isinstance(value, int | float):
                 raise TimeModelError(f"field '{name}': must be a number, not {value!r}")
             else:
@@ -346,7 +368,8 @@ def fit(
     = total tool seconds / total turns; s0 and a slope per learner size by least squares of
     seconds on tokens with a shared intercept, then c1 and eff by least squares of
     ln(slope_k * k) on log2(k) (eff as given for one size; s0 = 0 if tokens never varied, or
-    varied too little to give every size a positive slope);
+    varied too little to give every size a positive slope); with several sizes, each size's
+    slope is kept too (`measured_seconds_per_token`: the model uses it at that size);
     switch seconds: the mean per direction. Exact on data drawn from the model.
     """
     by_kind: dict[str, list[tuple[int, dict]]] = {"episode": [], "learner_step": [], "switch": []}
@@ -433,5 +456,6 @@ def fit(
         dp_efficiency=dp_efficiency,
         switch_to_learner_s=switch_to_learner_s,
         switch_to_rollout_s=switch_to_rollout_s,
+        measured_seconds_per_token=tuple(zip(sizes, slopes, strict=True)) if len(sizes) > 1 else (),
         assumed=tuple(assumed),
     )
