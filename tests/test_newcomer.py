@@ -95,8 +95,9 @@ def _start(args: list[str], tmp_path: Path, scratch: Path, name: str) -> tuple[s
     return proc, out, err
 
 
-def _stop(proc: subprocess.Popen, signals: list[int], limit_s: float) -> tuple[int, float]:
-    """Send `signals` (one after the other) and wait for the exit: (status, seconds)."""
+def _stop(proc: subprocess.Popen, signals: list[int], limit_s: float, err: Path | None = None) -> tuple[int, float]:
+    """Send `signals` (one after the other) and wait for the exit: (status, seconds). On a
+    timeout the failure shows the end of the command's stderr (`err`): where it was stuck."""
     started = time.monotonic()
     for number in signals:
         proc.send_signal(number)
@@ -105,7 +106,10 @@ def _stop(proc: subprocess.Popen, signals: list[int], limit_s: float) -> tuple[i
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        pytest.fail(f"still running {limit_s} s after {[signal.Signals(s).name for s in signals]}")
+        stderr = err.read_text()[-3000:] if err is not None and err.is_file() else ""
+        pytest.fail(
+            f"still running {limit_s} s after {[signal.Signals(s).name for s in signals]}; its stderr:\n{stderr}"
+        )
     return code, time.monotonic() - started
 
 
@@ -161,7 +165,7 @@ def test_an_interrupted_evaluation_keeps_what_finished_and_a_rerun_does_the_rest
     proc, _, err = _start(args, tmp_path, scratch, "eval")
     _running_until(proc, lambda: _jsonl(output / "results.jsonl"), "a finished instance", 180, err)
 
-    status, seconds = _stop(proc, signals, EVAL_STOP_S)
+    status, seconds = _stop(proc, signals, EVAL_STOP_S, err)
     assert status == code
     line = _last_line(err)
     match = re.fullmatch(
@@ -188,7 +192,7 @@ def test_an_interrupted_validation_says_how_far_it_got(tmp_path, scratch):
     proc, out, err = _start(["tasks", "validate"], tmp_path, scratch, "validate")
     _running_until(proc, lambda: "ok    " in out.read_text(), "a validated task", 180, err)
 
-    status, seconds = _stop(proc, [signal.SIGTERM], EVAL_STOP_S)
+    status, seconds = _stop(proc, [signal.SIGTERM], EVAL_STOP_S, err)
     assert status == 143
     match = re.fullmatch(
         r"interrupted: (\d+) of (\d+) tasks validated \((\d+) valid, printed above\); .+", _last_line(err)
@@ -211,7 +215,7 @@ def test_interrupted_training_saves_the_last_step_and_stops_ray(tmp_path, scratc
     run_dir = tmp_path / "ctrl-c"
     _running_until(proc, lambda: _jsonl(run_dir / "metrics.jsonl"), "the first metrics line", 400, err)
 
-    status, seconds = _stop(proc, [number], TRAIN_STOP_S)
+    status, seconds = _stop(proc, [number], TRAIN_STOP_S, err)
     assert status == code
     line = _last_line(err)
     match = re.fullmatch(
