@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests.agent_env.clocked import Clock
 from trainer.config import OrchestratorConfig
 from trainer.inference.trajectory import Trajectory
 from trainer.orchestrator.multiplex import LEARNER, ROLLOUT, Switch, colocated
@@ -34,23 +35,13 @@ class _Worker:
         self.wake = _Call(log, f"wake {index}", 0.5)
 
 
-class _Clock:
-    """`time` as `multiplexing` reads it: seconds move only when a test moves them."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-
 class _Learner:
     """Records resizes; each takes `RESIZE_S` on the clock and its references are ready at
     once, unless `hold` (then when the test adds them to `ready`)."""
 
     RESIZE_S = 2.0
 
-    def __init__(self, ranks: int, log: list, clock: _Clock) -> None:
+    def __init__(self, ranks: int, log: list, clock: Clock) -> None:
         self.ranks, self.log, self.clock = [object()] * ranks, log, clock
         self.hold, self.ready = False, set()
 
@@ -74,11 +65,13 @@ class _Loop(SimpleNamespace):
 
 
 @pytest.fixture(autouse=True)
-def clock(monkeypatch) -> _Clock:
+def clock(monkeypatch) -> Clock:
+    """`time` as `multiplexing` reads it: seconds move only when a test moves them."""
     from trainer.orchestrator import multiplexing
 
-    fake = _Clock()
-    monkeypatch.setattr(multiplexing, "time", fake)
+    fake = Clock()
+    fake.now = 100.0
+    monkeypatch.setattr(multiplexing, "time", SimpleNamespace(monotonic=fake))
     return fake
 
 
@@ -86,7 +79,7 @@ def _loop(policy: str = "bidirectional", rollout: int = 2, learner: int = 2) -> 
     from trainer.orchestrator import multiplexing
 
     log: list = []
-    clock = multiplexing.time
+    clock = multiplexing.time.monotonic
     config = OrchestratorConfig(multiplex=policy, rollout_workers=rollout, multiplex_profile_steps=0,
                                 multiplex_window_steps=2, episodes_per_step=2)  # fmt: skip
     group = _Learner(learner, log, clock)

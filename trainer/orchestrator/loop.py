@@ -26,9 +26,9 @@ Multiplexing (BiDiRL, `orchestrator.multiplex`, docs/multiplex.md): with `bidire
 rollout worker, asleep while its unit serves the learner. Each loop iteration feeds a
 `SignalMeter` from the loop's own events, asks the policy which units change role, and
 applies its switches with the hot-switch primitives: a unit going to the learner gets no
-new episodes, its worker sleeps once idle, and the learner grows at the next step boundary
-(`LearnerGroup.resize`); a unit going back waits for the boundary, the learner shrinks and
-the worker wakes with the newest weights. No episode is cut (units drain), a job that
+new episodes, its worker sleeps once idle, and the learner grows in place at the next step
+boundary (`LearnerGroup.resize_refs`, while the loop goes on); a unit going back waits for
+the boundary, the learner shrinks and the worker wakes with the newest weights. No episode is cut (units drain), a job that
 reaches a sleeping worker is requeued, and the learner's state is carried by the resize.
 `bidirectional` first profiles `multiplex_profile_steps` steps on the configured split,
 fits the time model and moves to the planner's split.
