@@ -382,16 +382,23 @@ class Orchestrator:
             self.mux.restore()
 
     def play(self, jobs: list[EpisodeJob], progress: str | None = None) -> list:
-        """Run `jobs` outside the schedule (e.g. the batch value pre-training learns from).
-        With a `progress` label, a bar on stderr counts the finished episodes (log lines go
-        above it while it is open); it is closed before this returns."""
+        """Run `jobs` outside the schedule (the evaluations, the batch value pre-training
+        learns from) and return their trajectories. With a `progress` label, a bar on stderr
+        counts the finished episodes (log lines go above it while it is open); it is closed
+        before this returns.
+
+        Episodes the loop left running (`run` returns once its last step is done, with the
+        next batch's episodes still playing) keep their slots until they end; they are
+        recorded as the loop would (`_on_result`) and their slots go to `jobs`. Before, they
+        were never collected and held their slots for good: with every slot held, nothing
+        was started and the evaluation failed at once (a DAPO run's dynamic sampling keeps
+        every slot busy)."""
         from contextlib import nullcontext
 
         from tqdm import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
-        pending = {}
-        free = self._free_slots()
+        pending: dict = {}  # ref -> (job, worker index)
         results = []
         queue = list(jobs)
         resolved = 0
@@ -400,16 +407,27 @@ class Orchestrator:
             logging_redirect_tqdm() if progress else nullcontext(),
         ):
             while queue or pending:
+                free = self._free_slots()  # the loop's episodes still running hold theirs
+                for _, index in pending.values():
+                    free[index] = free.get(index, 0) - 1
                 while queue and any(v > 0 for v in free.values()):
                     job = queue.pop(0)
                     index, ref = self._submit(job, free)
                     pending[ref] = (job, index)
-                done, _ = self.ray.wait(list(pending), num_returns=1, timeout=self.config.episode_timeout_s)
+                waiting = [*pending, *self.running]
+                if not waiting:
+                    raise RuntimeError("no rollout worker takes episodes (every unit serves the learner)")
+                done, _ = self.ray.wait(waiting, num_returns=1, timeout=self.config.episode_timeout_s)
                 if not done:
-                    raise RuntimeError(f"episodes did not finish within {self.config.episode_timeout_s}s")
+                    raise RuntimeError(
+                        f"no episode finished within orchestrator.episode_timeout_s={self.config.episode_timeout_s}s "
+                        f"({len(pending)} of these and {len(self.running)} of the run's still running)"
+                    )
                 for ref in done:
+                    if ref in self.running:
+                        self._on_result(ref)  # the run's: recorded, its slot freed
+                        continue
                     job, index = pending.pop(ref)
-                    free[index] += 1
                     result = self.ray.get(ref)
                     if result.error:
                         logger.warning("episode %d (%s) left out: %s", job.job_id, job.task_id, result.error)
