@@ -1,7 +1,8 @@
 """SAO against PPO, GRPO, GRPO with SAO's mask, Dr.GRPO and DAPO: a fair comparison (issue #16).
 
     python -m bench.learning [--out DIR] [--json PATH] [--methods sao,grpo] [--lrs 1.25e-4,2.5e-4,5e-4]
-                             [--seeds N] [--steps N] [--config configs/train_swe.yaml] [key=value ...]
+                             [--seeds N] [--steps N] [--group-size G] [--config configs/train_swe.yaml]
+                             [key=value ...]
 
 Every method gets the same treatment on the `make train-swe` recipe (the config's settings
 otherwise, so the multi-turn default when the config is):
@@ -15,7 +16,8 @@ Each run starts from the same supervised warm start of its seed (one warm start 
 `warm_start.steps` of the config, shared by every method and lr). Equal rollout budget: every
 method plays `orchestrator.episodes_per_step` episodes per step for `run.steps` steps. The
 config's `episodes_per_step` counts groups, so the group methods (`GROUPED`) play groups of
-`GROUP_SIZE` rollouts of half as many tasks per step; SAO and PPO play one rollout per task.
+`--group-size` rollouts (`GROUP_SIZE`, 2, by default) of that many times fewer tasks per step;
+SAO and PPO play one rollout per task.
 Each method uses its own paper's loss aggregation (`algorithm.loss_aggregation=null`).
 
 Every finished run's figures are appended to `DIR/results.jsonl` as soon as it finishes; a
@@ -58,6 +60,8 @@ METHODS: dict[str, list[str]] = {
 GROUPED = frozenset(m for m in METHODS if get_algorithm(m).objective == "group")
 """Methods that compare rollouts of a task (no critic): they play `GROUP_SIZE` rollouts per task."""
 GROUP_SIZE = 2
+"""The group methods' rollouts per task by default (`--group-size`): 4 tasks x 2 rollouts at the
+recipe's 8 episodes per step, the most tasks per step a group method can see."""
 COMMON = ["algorithm.loss_aggregation=null"]
 """For every run: each method's own aggregation (the config pins SAO's token mean)."""
 MASKED = ("masked_low_fraction", "masked_high_fraction")
@@ -81,11 +85,11 @@ DECLINE = 0.1
 before) falling by at least this much is a decline, short of a collapse."""
 
 
-def method_settings(method: str, episodes: int) -> list[str]:
+def method_settings(method: str, episodes: int, group_size: int = GROUP_SIZE) -> list[str]:
     """One method's overrides at `episodes` episodes per step: its algorithm, groups of
-    `GROUP_SIZE` rollouts of `episodes // GROUP_SIZE` tasks for the group methods (no critic),
+    `group_size` rollouts of `episodes // group_size` tasks for the group methods (no critic),
     one rollout of `episodes` tasks otherwise, each with its own paper's loss aggregation."""
-    group = GROUP_SIZE if method in GROUPED else 1
+    group = group_size if method in GROUPED else 1
     return [*METHODS[method], f"algorithm.group_size={group}", f"orchestrator.episodes_per_step={episodes // group}",
             *COMMON]  # fmt: skip
 
@@ -292,16 +296,19 @@ class TrainingRunner:
     one warm start per seed in `out/runs/warm-s<seed>` (reused while its checkpoint is
     complete), then each run in `out/runs/<method>-lr<lr>-s<seed>` from that warm start."""
 
-    def __init__(self, config: str, overrides: list[str], out: Path, steps: int | None) -> None:
+    def __init__(
+        self, config: str, overrides: list[str], out: Path, steps: int | None, group_size: int = GROUP_SIZE
+    ) -> None:
         from trainer.config import load_config
 
-        self.config, self.overrides, self.runs = config, overrides, out / "runs"
+        self.config, self.overrides, self.runs, self.group_size = config, overrides, out / "runs", group_size
         self.steps = [f"run.steps={steps}"] if steps is not None else []
         self.base = load_config(config, [*overrides, *self.steps])
         if not self.base.warm_start.steps:
             raise SystemExit(f"{config}: bench.learning compares methods after a warm start; set warm_start.steps")
-        if self.base.orchestrator.episodes_per_step % GROUP_SIZE:
-            raise SystemExit(f"{config}: orchestrator.episodes_per_step must be a multiple of {GROUP_SIZE} "
+        if group_size < 2 or self.base.orchestrator.episodes_per_step % group_size:
+            raise SystemExit(f"{config}: orchestrator.episodes_per_step must be a multiple of the group size, "
+                             f"{group_size} (at least 2), "
                              "(the group methods play groups of that size at the same episode budget)")  # fmt: skip
 
     def _train(self, name: str, settings: list[str]) -> Path:
@@ -351,11 +358,23 @@ class TrainingRunner:
         run = self._train(
             f"{method}-lr{lr:g}-s{seed}",
             [f"run.seed={seed}", *self.steps, f"model.name={policy}", "warm_start.steps=0", f"learner.lr={lr}",
-             *method_settings(method, self.base.orchestrator.episodes_per_step)],
+             *method_settings(method, self.base.orchestrator.episodes_per_step, self.group_size)],
         )  # fmt: skip
         records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").is_file() else {}
         return {**run_figures(records, summary), "run": str(run)}
+
+
+def check_setting(out: Path, setting: dict) -> None:
+    """Refuse an `out` whose runs were made with another setting (`setting.json`: the config,
+    the overrides, `--steps`, `--group-size`); a file from before `--group-size` existed
+    was made with `GROUP_SIZE`."""
+    recorded = out / "setting.json"
+    if recorded.is_file():
+        before = json.loads(recorded.read_text())
+        before.setdefault("group_size", GROUP_SIZE)
+        if before != setting:
+            raise SystemExit(f"{out}: holds runs made with {json.dumps(before)}; use another --out")
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -388,6 +407,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="RL steps per run (default: the config's run.steps)")
     parser.add_argument("--config", default="configs/train_swe.yaml", help="the training recipe every run starts from")
     parser.add_argument(
+        "--group-size", type=int, default=GROUP_SIZE,
+        help=f"rollouts per task of the group methods at the same episodes per step (default {GROUP_SIZE})",
+    )  # fmt: skip
+    parser.add_argument(
         "--status", action="store_true", help="print the runs recorded in --out and what is left; train nothing"
     )
     parser.add_argument(
@@ -402,13 +425,11 @@ def main() -> None:
     if args.status:
         print(status(methods, args.lrs, args.seeds, load_results(args.out / "results.jsonl")))
         return
-    setting = {"config": args.config, "overrides": args.overrides, "steps": args.steps}
-    recorded = args.out / "setting.json"
-    if recorded.is_file() and json.loads(recorded.read_text()) != setting:
-        raise SystemExit(f"{args.out}: holds runs made with {recorded.read_text().strip()}; use another --out")
-    runner = TrainingRunner(args.config, args.overrides, args.out, args.steps)
+    setting = {"config": args.config, "overrides": args.overrides, "steps": args.steps, "group_size": args.group_size}
+    check_setting(args.out, setting)
+    runner = TrainingRunner(args.config, args.overrides, args.out, args.steps, args.group_size)
     args.out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps(setting) + "\n")
+    (args.out / "setting.json").write_text(json.dumps(setting) + "\n")
 
     import ray
 

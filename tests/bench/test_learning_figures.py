@@ -193,3 +193,25 @@ def test_failures_add_the_declines_the_figures_show_to_the_metrics_diagnosis():
         failures(run(0, 0.5, 0.0, None, None, fails="collapsed: x"))
         == "collapsed: x; training success fell 0.50 -> 0.00"
     )
+
+
+def test_the_group_size_changes_the_group_methods_only_at_the_same_episode_budget():
+    from bench.learning import method_settings
+
+    assert method_settings("grpo", 8) == ["algorithm.name=grpo", "algorithm.group_size=2",
+                                          "orchestrator.episodes_per_step=4", "algorithm.loss_aggregation=null"]  # fmt: skip
+    assert method_settings("grpo", 8, 4)[1:3] == ["algorithm.group_size=4", "orchestrator.episodes_per_step=2"]
+    assert method_settings("sao", 8, 4)[1:3] == ["algorithm.group_size=1", "orchestrator.episodes_per_step=8"]
+
+
+def test_an_out_made_with_another_setting_is_refused_and_one_from_before_group_sizes_is_size_2(tmp_path):
+    from bench.learning import check_setting
+
+    setting = {"config": "configs/train_swe.yaml", "overrides": [], "steps": None}
+    (tmp_path / "setting.json").write_text(json.dumps(setting))  # written before --group-size existed
+    check_setting(tmp_path, {**setting, "group_size": 2})
+    with pytest.raises(SystemExit, match=f'{tmp_path}: holds runs made with .*"group_size": 2}}; use another --out'):
+        check_setting(tmp_path, {**setting, "group_size": 4})
+    with pytest.raises(SystemExit, match="use another --out"):
+        check_setting(tmp_path, {**setting, "steps": 3, "group_size": 2})
+    check_setting(tmp_path / "fresh", {**setting, "group_size": 4})  # nothing recorded: anything goes
