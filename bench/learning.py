@@ -58,7 +58,7 @@ METHODS: dict[str, list[str]] = {
     "dapo": ["algorithm.name=dapo"],  # clip-higher, token mean, all-equal groups dropped
 }
 GROUPED = frozenset(m for m in METHODS if get_algorithm(m).objective == "group")
-"""Methods that compare rollouts of a task (no critic): they play `GROUP_SIZE` rollouts per task."""
+"""Methods that compare rollouts of a task (no critic): they play `--group-size` rollouts per task."""
 GROUP_SIZE = 2
 """The group methods' rollouts per task by default (`--group-size`): 4 tasks x 2 rollouts at the
 recipe's 8 episodes per step, the most tasks per step a group method can see."""
@@ -307,9 +307,9 @@ class TrainingRunner:
         if not self.base.warm_start.steps:
             raise SystemExit(f"{config}: bench.learning compares methods after a warm start; set warm_start.steps")
         if group_size < 2 or self.base.orchestrator.episodes_per_step % group_size:
-            raise SystemExit(f"{config}: orchestrator.episodes_per_step must be a multiple of the group size, "
-                             f"{group_size} (at least 2), "
-                             "(the group methods play groups of that size at the same episode budget)")  # fmt: skip
+            raise SystemExit(f"{config}: orchestrator.episodes_per_step must be a multiple of the group size "
+                             f"{group_size}, which must be at least 2 (the group methods play groups of that size "
+                             "at the same episode budget)")  # fmt: skip
 
     def _train(self, name: str, settings: list[str]) -> Path:
         from trainer.config import load_config

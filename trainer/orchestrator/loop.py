@@ -28,8 +28,9 @@ rollout worker, asleep while its unit serves the learner. Each loop iteration fe
 applies its switches with the hot-switch primitives: a unit going to the learner gets no
 new episodes, its worker sleeps once idle, and the learner grows in place at the next step
 boundary (`LearnerGroup.resize_refs`, while the loop goes on); a unit going back waits for
-the boundary, the learner shrinks and the worker wakes with the newest weights. No episode is cut (units drain), a job that
-reaches a sleeping worker is requeued, and the learner's state is carried by the resize.
+the boundary, the learner shrinks and the worker wakes with the newest weights. No episode
+is cut (units drain), a job that reaches a sleeping worker is requeued, and the learner's
+state is carried by the resize.
 `bidirectional` first profiles `multiplex_profile_steps` steps on the configured split,
 fits the time model and moves to the planner's split.
 """
@@ -389,10 +390,8 @@ class Orchestrator:
 
         Episodes the loop left running (`run` returns once its last step is done, with the
         next batch's episodes still playing) keep their slots until they end; they are
-        recorded as the loop would (`_on_result`) and their slots go to `jobs`. Before, they
-        were never collected and held their slots for good: with every slot held, nothing
-        was started and the evaluation failed at once (a DAPO run's dynamic sampling keeps
-        every slot busy)."""
+        recorded as the loop would (`_on_result`) and their slots go to `jobs` (a DAPO run's
+        dynamic sampling leaves every slot busy)."""
         from contextlib import nullcontext
 
         from tqdm import tqdm
