@@ -17,7 +17,7 @@ OUTPUT ?= runs/eval-swe
 WORKERS ?= 1
 ARGS ?=
 
-.PHONY: setup test test-realrows lint train-swe train-swe-quick eval-swe bench gpu-check clean
+.PHONY: setup test test-fast test-realrows lint train-swe train-swe-quick eval-swe bench gpu-check clean
 .PHONY: sandbox-image reap openhands-venv
 
 setup: $(STAMP)
@@ -46,8 +46,15 @@ $(OH_STAMP): evals/openhands-requirements.txt
 lint: setup
 	$(VENV)/bin/ruff check .
 
+# The whole suite, as CI runs it; the 25 slowest tests listed at the end.
 test: setup lint
-	$(PY) -m pytest -n 2 $(ARGS)
+	$(PY) -m pytest -n 2 --durations=25 $(ARGS)
+
+# Before every commit: the unit tiers of every package (no Docker, no Ray cluster, no slow,
+# adversarial, GPU or real-row tests).
+FAST := not docker and not ray and not slow and not adversarial and not gpu and not realrows
+test-fast: setup lint
+	$(PY) -m pytest -n 2 -m "$(FAST)" --durations=10 $(ARGS)
 
 # Real SWE-bench Verified rows from clones of their repositories (tasks/README.md):
 # SWE_REPO_CACHE=~/swe-repos make test-realrows   (builds each spec's environment once)

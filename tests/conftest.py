@@ -34,6 +34,14 @@ def wait_until(condition: Callable[[], object], deadline: float, what: str, *, i
         time.sleep(interval)
 
 
+def pytest_collection_modifyitems(items):
+    # A test on the shared Ray cluster takes a minute or more on 2 cores: the `ray` tier,
+    # which `make test-fast` leaves out (tests that start Ray in a subprocess say so themselves).
+    for item in items:
+        if "ray_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.ray)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory, monkeypatch):
     # Prepared task workspaces are cached by content; one cache per test session.

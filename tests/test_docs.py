@@ -20,7 +20,7 @@ def test_ci_runs_the_readme_test_command():
 
 def test_make_targets_exist():
     makefile = (ROOT / "Makefile").read_text()
-    for target in ("setup", "test", "train-swe", "eval-swe", "bench", "lint"):
+    for target in ("setup", "test", "test-fast", "train-swe", "eval-swe", "bench", "lint"):
         assert re.search(rf"^{target}:", makefile, re.MULTILINE), target
 
 

@@ -15,6 +15,9 @@ from trainer.train import train
 
 @needs_bwrap
 def test_train_then_evaluate_the_checkpoint(tmp_path, ray_cluster):
+    """Train two steps, evaluate the checkpoint, resume to a third step. Over 60 s on 2 cores:
+    three real runs (Ray actors, sandboxed episodes, a critic pre-train and an evaluation), the
+    one test that goes from training through evaluation to a resume."""
     config = load_config(
         None,
         [
@@ -163,7 +166,8 @@ def test_a_task_stream_serves_each_phases_tasks_in_both_modes(tmp_path, ray_clus
     """Three steps of the quick recipe on a three-phase stream (a renamed variant in the
     middle, the first phase returning). Sync: each step's episodes are its phase's task's.
     Async: a batch takes groups as they finish, so a step may hold the next phase's first
-    group; every phase's task is still played, and only the stream's tasks are."""
+    group; every phase's task is still played, and only the stream's tasks are. A minute or
+    more on 2 cores: three real steps on Ray, each phase's episodes in sandboxes."""
     (tmp_path / "stream.yaml").write_text(STREAM)
     config = load_config(
         "configs/train_swe_quick.yaml",
@@ -197,6 +201,8 @@ def test_group_algorithms_refuse_single_rollouts():
 
 @needs_bwrap
 def test_pac_curriculum_state_is_checkpointed_and_resumed(tmp_path, ray_cluster):
+    """A minute or more on 2 cores: two real training runs on Ray (one step, then a resume),
+    since the curriculum's state must go through a real checkpoint and back."""
     common = [f"run.output_dir={tmp_path}", "run.name=pac", "tasks.curriculum=pac", "orchestrator.episodes_per_step=2",
               "rollout.max_turns=1", "rollout.max_new_tokens=8", "run.checkpoint_every=1"]  # fmt: skip
     run_dir = train(load_config(None, [*common, "run.steps=1"]))
@@ -269,7 +275,8 @@ def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster
 def test_the_multi_turn_recipe_plays_and_reports_turns(tmp_path, ray_cluster, caplog):
     """`configs/train_swe.yaml` (the multi-turn default) at a tiny scale: the warm start imitates a five-turn
     gold trajectory played through the agent's tools, episodes take several turns with the
-    sandbox's observations between them, and summary.json and the metrics report turns."""
+    sandbox's observations between them, and summary.json and the metrics report turns.
+    Over 60 s on 2 cores: the real recipe (warm start, multi-turn episodes in sandboxes, Ray)."""
     from pathlib import Path
 
     caplog.set_level(logging.INFO, logger="trainer")

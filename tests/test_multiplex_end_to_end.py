@@ -51,6 +51,8 @@ def assert_every_job_accounted_once(run_dir: Path, steps: int) -> None:
 
 @needs_bwrap
 def test_bidirectional_lends_the_learners_unit_then_borrows_a_rollout_unit(tmp_path: Path, ray_cluster):
+    """Over 60 s on 2 cores: the scheduler moves units only after windows of real steps with
+    slow episodes, then slow learner steps, so the run must last through both phases."""
     stream = write_phase_suite(tmp_path / "suite", slow_seconds=3.0, slow_steps=SLOW_STEPS)
     config = load_config(
         None,

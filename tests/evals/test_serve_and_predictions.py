@@ -33,7 +33,7 @@ def test_model_server_waits_until_ready_and_stops_with_the_run(tmp_path, monkeyp
     port = free_port()
     server = ModelServer([sys.executable, "-c", STAND_IN_SERVER, str(port)], port, tmp_path / "server.log")
     with server:
-        with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=60) as response:
             assert json.loads(response.read())["data"][0]["id"] == "m"
         process = server._process
     assert process.poll() is not None  # stopped when the block ended
@@ -89,7 +89,7 @@ def _chat(url: str, body: dict) -> tuple[int, dict]:
         f"{url}/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=60) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
@@ -112,7 +112,7 @@ def test_the_scripted_server_replays_gold_calls_under_the_offered_tool_names(tmp
     task = builtin_tasks()[0]
     model = ScriptedChatModel([task], "gold", style="patch")  # two replies: a bash `git apply`, then finish
     with ScriptedServer(model, requests_log=tmp_path / "requests.jsonl") as server:
-        with urllib.request.urlopen(f"{server.base_url}/models", timeout=5) as response:
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=60) as response:
             assert json.loads(response.read())["data"][0]["id"] == "gold"
         user = {"role": "user", "content": [{"type": "text", "text": f"<issue>\n{task.problem_statement}\n</issue>"}]}
         status, reply = _chat(server.base_url, {"model": "gold", "messages": [user], "tools": OPENHANDS_TOOLS})

@@ -39,12 +39,12 @@ def break_backend(sandbox: Sandbox) -> None:
         api = client().api
         api.kill(sandbox.container_id)
         with contextlib.suppress(docker.errors.NotFound):  # AutoRemove may be quicker
-            api.wait(sandbox.container_id, timeout=10)
+            api.wait(sandbox.container_id, timeout=60)
     else:
         init = sandbox._sandbox_init_pid()  # the supervisor, pid 1: killing it kills all in it
         with _pidfd(init) as handle:  # opened first: the pid cannot be reused under us
             os.kill(init, signal.SIGKILL)
-            wait_for_exit(handle, timeout=10)
+            wait_for_exit(handle, timeout=60)
 
 
 @contextlib.contextmanager

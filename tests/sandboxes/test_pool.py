@@ -10,6 +10,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from sandboxes import SandboxError, SandboxPool, SandboxSpec, make_sandbox, started_warm
 from sandboxes.local import bwrap_available
 from sandboxes.pool import spec_key
-from tests.conftest import needs_bwrap
+from tests.conftest import needs_bwrap, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
@@ -128,6 +129,9 @@ def test_a_start_under_way_at_close_is_closed_too(workspace, sandbox_dirs):
     assert started.wait(60)
     closer = threading.Thread(target=pool.close)
     closer.start()
+    # Released once close() has begun (not at once: the start could end before close() ran,
+    # and the test would see an idle sandbox closed instead of a start under way).
+    wait_until(lambda: pool.closed, time.monotonic() + 60, "close() to begin")
     release.set()
     closer.join(60)
     assert not closer.is_alive() and len(calls) == 2
@@ -197,19 +201,25 @@ def test_size_zero_is_a_plain_factory_and_a_bad_size_is_one_line():
 @needs_bwrap
 def test_ctrl_c_leaves_no_sandbox_behind(workspace, tmp_path):
     """A process interrupted with its pool full (and a sandbox in use) leaves nothing: the
-    pool closes at exit, as the sandbox in use does."""
+    pool closes at exit, as the sandbox in use does.
+
+    The Ctrl-C goes to the main thread (`pthread_kill`), which then blocks until it breaks the
+    wait: a process-directed `os.kill` as the last statement could be taken by a pool thread
+    and the interpreter reach its end first (exit 0, no KeyboardInterrupt) on a busy machine."""
     folder = tmp_path / "tmp"
     folder.mkdir()
     script = textwrap.dedent(
         f"""
-        import os, signal, sys
+        import os, signal, sys, threading
         from sandboxes import SandboxPool, SandboxSpec, make_sandbox
         spec = SandboxSpec(workspace={str(workspace)!r})
         pool = SandboxPool(make_sandbox, size=2)
         in_use = pool(spec)
         assert pool.wait_ready(spec, timeout=120)
         print(len([n for n in os.listdir({str(folder)!r}) if not n.startswith("sandbox-layer-")]), flush=True)
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        threading.Event().wait(120)  # the KeyboardInterrupt breaks this wait
+        sys.exit("SIGINT was not handled within 120 s")
         """
     )
     env = dict(os.environ, TMPDIR=str(folder))

@@ -17,9 +17,11 @@ class FakeServer:
         self.requests: list[dict] = []
         self.failures = 0  # answer this many requests with 503 first
         self.delay_s = 0.0
+        self.hold_until_peak = 0  # hold each request until this many were in flight at once
         self.active = 0
         self.peak = 0
         self.lock = threading.Lock()
+        self.peaked = threading.Condition(self.lock)
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,6 +36,10 @@ class FakeServer:
                     owner.failures -= 1
                     owner.active += 1
                     owner.peak = max(owner.peak, owner.active)
+                    owner.peaked.notify_all()
+                    # An upper bound only (once): a client that never sends them together fails on `peak`.
+                    if not owner.peaked.wait_for(lambda: owner.peak >= owner.hold_until_peak, timeout=60):
+                        owner.hold_until_peak = 0
                 try:
                     time.sleep(owner.delay_s)
                 finally:
@@ -121,6 +127,9 @@ def test_slow_server_times_out(server):
 
 
 def test_concurrency_is_limited(server):
+    # The server holds the first requests until two are in flight (not for a while: on a busy
+    # machine the second could come after the first was answered), then answers slowly.
+    server.hold_until_peak = 2
     server.delay_s = 0.1
     engine = OpenAIEngine(server.url, "m", max_concurrency=2)
     engine.generate([[i] for i in range(1, 7)], max_new_tokens=1)

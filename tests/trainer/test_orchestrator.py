@@ -167,6 +167,7 @@ def _assert_bitwise_equal(a, b, path: str = "") -> None:
 
 
 @needs_bwrap
+@pytest.mark.ray
 def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and_params(tmp_path):
     # 6 steps: room for two kills after a checkpoint, even when the cores are shared and a run is slow to start.
     args = ["orchestrator.deterministic=true", "orchestrator.max_staleness=1", "run.steps=6", "run.checkpoint_every=1", "rollout.max_turns=2",
