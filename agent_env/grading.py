@@ -1,28 +1,36 @@
-"""Honest grading: a patch is judged in a fresh sandbox, by the task's hidden tests, and only
-for the agent's change to the code under test.
+"""Honest grading: a patch is judged in a fresh sandbox, by the task's hidden tests, from exit
+statuses the code under test cannot write, and only for the agent's change to the code under test.
 
-The policy being trained is an adversary of this module, so the contract is stricter than
-SWE-bench's (`tasks/README.md` states it for users):
+The policy being trained is an adversary of this module, and code in a process can defeat
+anything in that process, so no verdict here comes from a checker inside the test process
+(`tasks/README.md` states the contract for users):
 
-1. **Only the agent's change to the code under test counts.** Grading starts from the
-   pristine workspace and applies the agent's diff with every protected path dropped
-   (tests, runner configuration, start-up hooks, modules shadowing the standard library
-   or the runner: `agent_env.protected`), with `git apply` only: a patch that needs fuzz,
-   or that git refuses, is not applied (`patch_rejected`). Then the test patch.
-2. **Results the code under test cannot forge.** The test command runs as a fresh process
-   (not in a shell the agent ever touched), so its exit status comes from the kernel. For
-   `python -m unittest` and `python -m pytest` commands it runs under
-   `agent_env.runner_guard`, which checks that the runner was not altered in-process and
-   prints its own account of every test, tagged with a nonce the tested code never sees.
-   The verdict needs that complete account: the guard's line exactly once, every required
-   test reported exactly once in the log, the runner's summary exactly once, and an exit
-   status that agrees with them. An early exit or a missing summary is reward 0
-   (`incomplete_report`), never an infrastructure error.
-3. **XFAIL and SKIPPED of a required test fail** (SWE-bench passes XFAIL and ignores
-   SKIPPED; a reward must not: code under test could raise either). Evaluations recompute
-   SWE-bench's own rule from the statuses (`evals.grading`).
-4. **Blame is decided, not guessed.** A test run that times out, kills its sandbox or fills
-   its disk after the agent's patch was applied is compared with a control run of the
+1. **Only the agent's change to the code under test counts.** A patch over
+   `MAX_PATCH_BYTES` is rejected unread (`patch_too_large`). Grading starts from the pristine
+   workspace, drops every protected path of the diff (tests, runner configuration, start-up
+   hooks: `agent_env.protected`) and applies the rest with `git apply` only (a patch that
+   needs fuzz, or that git refuses, is `patch_rejected`). Then the result is judged on the
+   tree, by git's own list of what it touched, never on hunk headers: a symlink, a
+   dot-path, a new file outside an existing package, or a test section of setup.cfg /
+   pyproject.toml changed as the parsed files show is reverted (`outside_allowlist`,
+   `protected_files`). Then the test patch.
+2. **The verdict is an exit status.** The task's test command, narrowed to exactly the
+   required tests (`agent_env.selection`), runs once with the stock runner (no plugin of
+   ours) as a fresh process; it must exit 0.
+3. **Canary twins must fail.** Each FAIL_TO_PASS test gets twins (`agent_env.canaries`):
+   the same command in a fork of the same sandbox, where that test raises after its body
+   completes (tail) or where each equality assertion expects another value of the
+   expected value's type (expectation; a test with none gets its first assertion
+   negated instead). A genuine fix fails both; a skipped body, a
+   rewritten outcome, an early exit 0, an always-equal object or code that reads the
+   expectation passes one, and the verdict is reward 0 (`canary_passed`). A twin that
+   cannot be built is named in `GradeResult.notes`, never guessed.
+4. **The log only downgrades.** What the verdict run printed is parsed with the task's log
+   parser: a required test it does not report as passed (failed, missing, skipped:
+   `skipped_required`, xfailed: `xfail_required`) fails. Nothing it prints passes a test
+   whose run did not exit 0 or whose canary passed.
+5. **Blame is decided, not guessed.** A verdict run that times out, kills its sandbox or
+   fills its disk after the agent's patch was applied is compared with a control run of the
    pristine workspace: when the control completes, the failure is the patch's (reward 0,
    `grading_crashed_by_patch`); only when the control fails the same way is it an
    infrastructure error (`GradingError`), which callers retry.
@@ -33,34 +41,38 @@ SWE-bench's (`tasks/README.md` states it for users):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
+import logging
+import random
 import re
 import secrets
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent_env.protected import BLOCK_OF_REASON, ProtectionRule, filter_patch, protected_reason
+from agent_env.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
+from agent_env.protected import BLOCK_OF_REASON, ProtectionRule, filter_patch, result_reason
+from agent_env.selection import directives_of, runner_of, select_command
 from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, prepare_workspace
 from tasks.log_parsers import ERROR, FAILED, PASSED, SKIPPED, XFAIL, log_parser
 
+log = logging.getLogger(__name__)
+
 GRADING_DIR = "/tmp/grading"
 AGENT_PATCH = f"{GRADING_DIR}/agent.patch"
 TEST_PATCH = f"{GRADING_DIR}/test.patch"
-GUARD_SOURCE = Path(__file__).with_name("runner_guard.py")
-GUARD_TAG = "@@agentic-rl-guard"
 # Rules whose tripping makes the verdict "unresolved" (the others only drop what they caught).
 FAILING_RULES = frozenset(
     {
         "patch_rejected",
+        "patch_too_large",
+        "canary_passed",
         "xfail_required",
         "skipped_required",
-        "incomplete_report",
-        "exit_status_mismatch",
-        "runner_tampered",
         "grading_crashed_by_patch",
     }
 )
@@ -203,9 +215,17 @@ class GradeResult:
     dropped: tuple[tuple[str, str], ...] = ()
     """(path, reason) of each file of the agent's diff that never reached the grader."""
     exit_code: int | None = None
-    """The test command's exit status, from the kernel."""
+    """The verdict run's exit status, from the kernel."""
     problems: tuple[str, ...] = ()
     """Why each failing rule tripped, in words (for logs and reports)."""
+    canaries: tuple[tuple[str, str, int | None], ...] = ()
+    """(test, kind, exit status) of each canary twin run (None: its sandbox failed); empty
+    when the verdict run failed (no twin runs then)."""
+    notes: tuple[str, ...] = ()
+    """What the grader could not check, in words: a canary it could not build, a log it
+    could not parse."""
+    command: str = ""
+    """The verdict run's command line (the task's, narrowed to the required tests)."""
 
 
 def sandbox_spec_for(task: Task) -> SandboxSpec:
@@ -249,209 +269,265 @@ def _pristine_text(task: Task) -> Callable[[str], str]:
     return read
 
 
-# -- the guard ------------------------------------------------------------------------------
-_RUNNER_COMMAND = re.compile(
-    r"^\s*(?P<python>(?:\S*/)?python(?:\d(?:\.\d+)?)?)\s+-m\s+(?P<runner>unittest|pytest)\b(?P<rest>.*)$", re.S
-)
-_BARE_PYTEST = re.compile(r"^\s*pytest\b(?P<rest>.*)$", re.S)
-
-
-def guarded_command(command: str, guard: str, nonce_file: str) -> str | None:
-    """`command` rewritten to run under the runner guard, or None when it is not a plain
-    `python -m unittest|pytest ...` or `pytest ...` command line (then it runs as it is)."""
-    if any(sign in command for sign in ("&&", "||", ";", "|", "\n", "`", "$(")):
-        return None
-    match = _RUNNER_COMMAND.match(command)
-    if match:
-        return f"{match['python']} {guard} {nonce_file} -m {match['runner']}{match['rest']}"
-    match = _BARE_PYTEST.match(command)
-    if match:
-        # The python beside the pytest script (a virtualenv's), else python3.
-        return (
-            'p=$(command -v pytest); py="${p%/*}/python"; [ -x "$py" ] || py=python3; '
-            f'exec "$py" {guard} {nonce_file} -m pytest{match["rest"]}'
-        )
-    return None
-
-
-@dataclass(frozen=True)
-class GuardReport:
-    tests: dict[str, str]
-    tampered: tuple[str, ...]
-    exit: int | None
-    lines: int
-    """How many guard lines carried the right nonce (exactly one is a complete account)."""
-
-
-def read_guard(log: str, nonce: str) -> GuardReport | None:
-    """The guard's account from a log, or None when no line carries the nonce."""
-    found = []
-    for line in log.splitlines():
-        if line.startswith(GUARD_TAG + " "):
-            tag_nonce, _, payload = line[len(GUARD_TAG) + 1 :].partition(" ")
-            if tag_nonce == nonce:
-                found.append(payload)
-    if not found:
-        return None
-    try:
-        data = json.loads(found[-1])
-    except ValueError:
-        return GuardReport({}, ("the guard's account is not valid JSON",), None, len(found))
-    return GuardReport(
-        tests={str(k): str(v) for k, v in (data.get("tests") or {}).items()},
-        tampered=tuple(str(t) for t in data.get("tampered") or ()),
-        exit=data.get("exit"),
-        lines=len(found),
-    )
-
-
-def strip_guard(log: str) -> str:
-    """The log without guard lines (what the task's own parser reads)."""
-    return "\n".join(line for line in log.splitlines() if not line.startswith(GUARD_TAG))
-
-
-# -- the runner's account -------------------------------------------------------------------
-_UNITTEST_SUMMARY = re.compile(r"^Ran (\d+) tests? in [\d.]+s$", re.M)
-_UNITTEST_RESULT = re.compile(r"^(OK|FAILED)\b(?: \((.*)\))?\s*$", re.M)
-_PYTEST_SUMMARY = re.compile(r"^=+ (.*?) in [\d.]+s(?: \([^)]*\))? =+$", re.M)
-
-
-def _unittest_mentions(log: str, test: str) -> int:
-    """How many verdict headers (`name (where) ...`) the log has for one unittest id."""
-    module_class, _, name = test.rpartition(".")
-    pattern = rf"^{re.escape(name)} \((?:{re.escape(module_class)}|{re.escape(test)})\)"
-    return len(re.findall(pattern, log, re.M))
-
-
-def _pytest_mentions(log: str, test: str) -> int:
-    return len(re.findall(rf"^(?:PASSED|FAILED|SKIPPED|ERROR|XFAIL|XPASS) {re.escape(test)}(?:\s|$)", log, re.M))
-
-
-def account_problems(
-    log: str, exit_code: int | None, parser: str, statuses: dict[str, str], required: list[str]
-) -> dict[str, list[str]]:
-    """Where a test run's own account is incomplete or contradicts its exit status, by rule
-    (`incomplete_report`, `exit_status_mismatch`); empty when it is consistent."""
-    problems: dict[str, list[str]] = {}
-
-    def add(rule: str, text: str) -> None:
-        problems.setdefault(rule, []).append(text)
-
-    failing = [t for t, s in statuses.items() if s in (FAILED, ERROR)]
-    if parser == "unittest":
-        summaries = _UNITTEST_SUMMARY.findall(log)
-        results = _UNITTEST_RESULT.findall(log)
-        if len(summaries) != 1 or len(results) < 1:
-            add(
-                "incomplete_report",
-                f"{len(summaries)} 'Ran N tests' summaries (one expected): the run ended early or was forged",
-            )
-        else:
-            ok = results[-1][0] == "OK"
-            if ok and exit_code != 0:
-                add("exit_status_mismatch", f"the summary says OK but the runner exited {exit_code}")
-            if not ok and exit_code == 0:
-                add("exit_status_mismatch", "the summary says FAILED but the runner exited 0")
-        for test in required:
-            count = _unittest_mentions(log, test)
-            if count > 1:
-                add("incomplete_report", f"{test} reported {count} times")
-    elif parser == "pytest":
-        summaries = _PYTEST_SUMMARY.findall(log)
-        if len(summaries) != 1:
-            add("incomplete_report", f"{len(summaries)} final pytest summaries (one expected)")
-        else:
-            bad = re.search(r"\b\d+ (failed|errors?)\b", summaries[0])
-            if not bad and exit_code not in (0,):
-                add(
-                    "exit_status_mismatch",
-                    f"the summary '{summaries[0]}' shows no failure but pytest exited {exit_code}",
-                )
-            if bad and exit_code == 0:
-                add("exit_status_mismatch", f"the summary '{summaries[0]}' shows failures but pytest exited 0")
-        for test in required:
-            count = _pytest_mentions(log, test)
-            if count > 1:
-                add("incomplete_report", f"{test} reported {count} times")
-    if parser == "swebench" and not failing and statuses and exit_code not in (0, None):
-        add("exit_status_mismatch", f"the log shows no failing test but the test command exited {exit_code}")
-    return problems
-
-
 # -- running the tests ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Run:
-    applied: bool
-    result: ExecResult | None
-    apply_log: str = ""
-    nonce: str = ""
-    guarded: bool = False
+MAX_PATCH_BYTES = 5 * 1024 * 1024
+"""A patch larger than this is rejected unread (`patch_too_large`): the grader's memory stays
+bounded whatever the agent submits. SWE-bench Verified's largest gold patch is ~0.2 MB."""
+MAX_LOG_LINE = 1024
+"""Longest log line the parsers read (`parseable`); the rest of a longer line is not read."""
+PARALLEL_RUNS = 4
+"""How many of one grading's runs (the verdict run and its canary twins) go at once."""
 
 
 class _Crash(Exception):
-    """The test run ended without a verdict: timeout, a dead sandbox, full storage."""
+    """The verdict run ended without an exit status that means anything: a timeout, a dead
+    sandbox, a full disk."""
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """What the grading sandbox holds before any tested code runs."""
+
+    dropped: tuple[tuple[str, str], ...]
+    files: frozenset[str]
+    command: str
+    twins: tuple[Twin, ...]
+    skipped_twins: tuple[str, ...]
+
+
+def _exec(sandbox: Sandbox, command: str, timeout: float = 60) -> ExecResult:
+    return sandbox.exec(command, timeout=timeout, fresh=True)
 
 
 def _apply(sandbox: Sandbox, path: str) -> ExecResult:
     """`git apply` of a patch file in the grading sandbox: strict (no fuzz), no hooks."""
-    return sandbox.exec(f"git -c core.hooksPath=/dev/null apply --whitespace=nowarn {path}", timeout=60, fresh=True)
+    return _exec(sandbox, f"git -c core.hooksPath=/dev/null apply --whitespace=nowarn {path}")
 
 
-def _test_file_manifest(sandbox: Sandbox, task: Task, folder: str) -> dict[str, str]:
-    """sha256 of the protected files the test run can import, by path: the runner guard
-    checks that none changes while the tests run. Every file of the test patch comes first;
-    in big repositories only those beside them are kept, 2000 at most."""
-    listed = sandbox.exec("git ls-files -z --cached --others --exclude-standard", timeout=60, fresh=True)
+def _git_changes(sandbox: Sandbox, paths: list[str]) -> list[tuple[str, str, str]]:
+    """(status, new mode, path) of each path the agent's patch touched, as git sees the
+    result against the pristine commit (a rename is a deletion and an addition)."""
+    if not paths:
+        return []
+    listing = f"{GRADING_DIR}/touched"
+    sandbox.write_file(listing, "\0".join(paths) + "\0")
+    git = "git -c core.hooksPath=/dev/null --literal-pathspecs"
+    result = _exec(
+        sandbox,
+        f"{git} add -f -A --pathspec-from-file={listing} --pathspec-file-nul >/dev/null 2>&1; "
+        f"{git} diff --cached --raw -z --no-renames HEAD 2>/dev/null; {git} reset -q >/dev/null 2>&1",
+    )
+    fields = result.output.split("\0")
+    changes = []
+    for meta, path in zip(fields[::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) >= 5:
+            changes.append((parts[4][:1], parts[1], path))
+    return changes
+
+
+def _touched(sandbox: Sandbox, path: str) -> list[str] | None:
+    """Every path `git apply` would touch for the patch file (git's own parse), or None
+    when git cannot read it."""
+    numstat = _exec(
+        sandbox, f"git -c core.hooksPath=/dev/null apply --numstat -z --whitespace=nowarn {path} 2>/dev/null"
+    )
+    if numstat.exit_code != 0:
+        return None
+    paths: list[str] = []
+    fields = numstat.output.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        if not entry:
+            i += 1
+            continue
+        counts = entry.split("\t")
+        if len(counts) == 3 and counts[2] == "" and i + 2 < len(fields):  # a rename: old, new follow
+            paths += [fields[i + 1], fields[i + 2]]
+            i += 3
+            continue
+        paths.append(counts[-1])
+        i += 1
+    return [p for p in dict.fromkeys(paths) if p]
+
+
+def _revert(sandbox: Sandbox, reverted: list[tuple[str, bool]]) -> None:
+    """Put each (path, existed) back as the pristine commit has it."""
+    listing = f"{GRADING_DIR}/revert"
+    for path, existed in reverted:
+        sandbox.write_file(listing, path)
+        if existed:
+            _exec(
+                sandbox,
+                f'p=$(cat {listing}); rm -rf -- "$p"; '
+                f'git -c core.hooksPath=/dev/null --literal-pathspecs checkout -q HEAD -- "$p"',
+            )
+        else:
+            _exec(sandbox, f'p=$(cat {listing}); rm -rf -- "$p"')
+
+
+def _judge_tree(
+    task: Task, sandbox: Sandbox, touched: list[str], pristine: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """Revert every change the allowlist refuses, judged on the tree after `git apply`."""
     rule = protection_rule(task)
-    tests = list(task.test_files())
-    paths = tests + [
-        p
-        for p in dict.fromkeys(listed.output.split("\0") if listed.exit_code == 0 else ())
-        if p and p not in tests and "\n" not in p and protected_reason(p, rule) is not None
-    ]
-    if len(paths) > 2000:
-        dirs = tuple({p.rpartition("/")[0] + "/" for p in tests if "/" in p})
-        paths = tests + [p for p in paths[len(tests) :] if p.startswith(dirs)]
-    sandbox.write_file(f"{folder}/l", "\0".join(paths[:2000]))
-    hashed = sandbox.exec(f"xargs -0 sha256sum -- < {folder}/l 2>/dev/null; rm -f {folder}/l", timeout=120, fresh=True)
-    files = {}
-    for line in hashed.output.splitlines():
-        digest, sep, path = line.partition("  ")
-        if sep and len(digest) == 64 and not digest.startswith("\\"):
-            files[path] = digest
-    return files
+    read = _pristine_text(task)
+
+    def read_both(path: str) -> tuple[str, str]:
+        try:
+            new = sandbox.read_file(path).decode(errors="replace")
+        except SandboxError:
+            new = ""
+        return read(path), new
+
+    dropped, reverted = [], []
+    for status, mode, path in _git_changes(sandbox, touched):
+        reason = result_reason(path, status=status, new_mode=mode, rule=rule, pristine=pristine, read_both=read_both)
+        if reason is not None:
+            dropped.append((path, reason))
+            reverted.append((path, path in pristine))
+    _revert(sandbox, reverted)
+    return tuple(dropped)
 
 
-def _run_tests(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox]) -> _Run:
+def _build_twins(
+    task: Task, sandbox: Sandbox, files: frozenset[str], runner: str | None, rng: random.Random
+) -> tuple[list[Twin], list[str]]:
+    """The canary twins of every FAIL_TO_PASS test, and why each one not built was not."""
+    twins: list[Twin] = []
+    missing: list[str] = []
+    directives = directives_of(task.grading.test_command, files)
+    sources: dict[str, str | None] = {}
+    for test in task.grading.fail_to_pass:
+        where = locate(test, runner or "", files, directives)
+        if isinstance(where, str):
+            missing.append(f"{test}: no canary: {where}")
+            continue
+        path, qualname = where
+        if runner == "sympy":  # the id names a function: the directive file that defines it
+            for candidate in directives:
+                text = _read_text(sandbox, candidate, sources)
+                if text is not None and source_defines(text, qualname):
+                    path = candidate
+                    break
+        source = _read_text(sandbox, path, sources)
+        if source is None:
+            missing.append(f"{test}: no canary: {path} cannot be read")
+            continue
+        for build in (tail_twin, expectation_twin):
+            twin = build(source, path, test, qualname, rng)
+            if twin.source is None:
+                missing.append(f"{test}: no {twin.kind} canary: {twin.reason}")
+            else:
+                twins.append(twin)
+    rng.shuffle(twins)
+    return twins, missing
+
+
+def _read_text(sandbox: Sandbox, path: str, cache: dict[str, str | None]) -> str | None:
+    if path not in cache:
+        try:
+            cache[path] = sandbox.read_file(path).decode()
+        except (SandboxError, UnicodeDecodeError, OSError):
+            cache[path] = None
+    return cache[path]
+
+
+def _patch_bytes(patch: str) -> bytes:
+    """The patch as git reads it: surrogates that stand for undecodable bytes become those
+    bytes again; a lone surrogate that stands for none (any str can hold one) becomes '?'."""
+    try:
+        return patch.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return patch.encode("utf-8", "replace")
+
+
+def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> _Prepared | str:
+    """Apply the agent's patch and the test patch to the grading sandbox, revert what the
+    allowlist refuses, and plan the runs. A string: git refused the patch (its words)."""
+    # Listings read without git's stderr: a warning (docker's sandbox user cannot read
+    # $HOME/.config/git/ignore) would otherwise be glued to the first path.
+    files_cmd = "git ls-files -z --cached --others --exclude-standard 2>/dev/null"
+    listing = _exec(sandbox, "git ls-tree -r -z --name-only HEAD 2>/dev/null").output
+    pristine = frozenset(p for p in listing.split("\0") if p)
+    dropped: tuple[tuple[str, str], ...] = ()
+    if patch.strip():
+        sandbox.write_file(AGENT_PATCH, _patch_bytes(patch))
+        touched = _touched(sandbox, AGENT_PATCH)
+        applied = _apply(sandbox, AGENT_PATCH) if touched is not None else None
+        if applied is None or applied.exit_code != 0:
+            return (applied.output if applied is not None else "git cannot read the patch").strip()
+        dropped = _judge_tree(task, sandbox, touched or [], pristine)
+    if task.test_patch:
+        sandbox.write_file(TEST_PATCH, task.test_patch)
+        restored = _apply(sandbox, TEST_PATCH)
+        if restored.exit_code != 0:
+            raise GradingError(
+                f"task {task.id}: its test patch does not apply ({task.source}): {restored.output.strip()[:500]}"
+            )
+    files = frozenset(p for p in _exec(sandbox, files_cmd).output.split("\0") if p)
+    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    runner = runner_of(task.grading.test_command)
+    command = select_command(task.grading.test_command, required, files) or task.grading.test_command
+    twins, skipped = _build_twins(task, sandbox, files, runner, rng)
+    return _Prepared(dropped, files, command, tuple(twins), tuple(skipped))
+
+
+def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float) -> ExecResult:
+    """One canary twin in a fork of the prepared sandbox: its own processes, its own files."""
+    with sandbox.fork() as fork:
+        assert twin.source is not None
+        fork.write_file(twin.path, twin.source)
+        return fork.exec(command, timeout=timeout, fresh=True)
+
+
+@dataclass(frozen=True)
+class _Runs:
+    prepared: _Prepared
+    verdict: ExecResult
+    twins: tuple[tuple[Twin, ExecResult | None], ...]
+    """Each twin and how it ended (None: its sandbox failed; a failure, as a canary must).
+    Empty when the verdict run failed: no twin ran."""
+
+
+def _run_tests(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox], rng: random.Random) -> _Runs | str:
+    """Prepare the grading sandbox and keep a fork of it, untouched, before any tested code
+    runs; run the verdict command in the sandbox; when it exits 0, run each twin in a fork of
+    the untouched one, `PARALLEL_RUNS` at once. A failed verdict run needs no canary: it is
+    reward 0 whatever they would say, so a failing patch costs one fork and one run."""
+    timeout = task.limits.grading_timeout_s
+    ended: list[tuple[Twin, ExecResult | None]] = []
     try:
         with factory(sandbox_spec_for(task)) as sandbox:
-            if patch.strip():
-                sandbox.write_file(AGENT_PATCH, patch if patch.endswith("\n") else patch + "\n")
-                applied = _apply(sandbox, AGENT_PATCH)
-                if applied.exit_code != 0:
-                    return _Run(False, None, applied.output)
-            if task.test_patch:
-                sandbox.write_file(TEST_PATCH, task.test_patch)
-                restored = _apply(sandbox, TEST_PATCH)
-                if restored.exit_code != 0:
-                    raise GradingError(
-                        f"task {task.id}: its test patch does not apply ({task.source}): {restored.output.strip()}"
-                    )
-            nonce = secrets.token_hex(16)
-            folder = f"/tmp/.g{secrets.token_hex(8)}"
-            command = guarded_command(task.grading.test_command, f"{folder}/guard.py", f"{folder}/n")
-            if command is not None:
-                files = _test_file_manifest(sandbox, task, folder)
-                sandbox.write_file(f"{folder}/guard.py", GUARD_SOURCE.read_bytes())
-                sandbox.write_file(f"{folder}/n", json.dumps({"nonce": nonce, "files": files}))
-            run = sandbox.exec(command or task.grading.test_command, timeout=task.limits.grading_timeout_s, fresh=True)
+            prepared = _prepare(task, patch, sandbox, rng)
+            if isinstance(prepared, str):
+                return prepared
+            with contextlib.ExitStack() as stack:
+                clean = stack.enter_context(sandbox.fork()) if prepared.twins else None
+                verdict = sandbox.exec(prepared.command, timeout=timeout, fresh=True)
+                if clean is not None and verdict.exit_code == 0 and not verdict.timed_out:
+                    ended = _run_twins(task, clean, prepared, timeout)
     except SandboxError as exc:
         raise _Crash(f"the sandbox failed during the test run: {exc}") from exc
-    if run.timed_out:
-        raise _Crash(f"the test run timed out after {task.limits.grading_timeout_s:g} s")
-    if run.cause in ("disk", "pids", "memory"):
-        raise _Crash(f"the test run hit the sandbox's {run.cause} limit")
-    return _Run(True, run, nonce=nonce, guarded=command is not None)
+    if verdict.timed_out:
+        raise _Crash(f"the test run timed out after {timeout:g} s")
+    if verdict.cause in ("disk", "pids", "memory"):
+        raise _Crash(f"the test run hit the sandbox's {verdict.cause} limit")
+    return _Runs(prepared, verdict, tuple(ended))
+
+
+def _run_twins(task: Task, clean: Sandbox, prepared: _Prepared, timeout: float) -> list[tuple[Twin, ExecResult | None]]:
+    ended: list[tuple[Twin, ExecResult | None]] = []
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout) for twin in prepared.twins]
+        for twin, future in zip(prepared.twins, futures, strict=True):
+            try:
+                ended.append((twin, future.result()))
+            except SandboxError as exc:
+                log.warning("task %s: a canary's sandbox failed (%s): counted as a failing canary", task.id, exc)
+                ended.append((twin, None))
+    return ended
 
 
 _controls: dict[str, str | None] = {}
@@ -467,7 +543,7 @@ def _control_failure(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> s
         if key in _controls:
             return _controls[key]
     try:
-        _run_tests(task, "", factory)
+        _run_tests(task, "", factory, random.Random(0))
         outcome = None
     except _Crash as exc:
         outcome = str(exc)
@@ -476,28 +552,56 @@ def _control_failure(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> s
     return outcome
 
 
+def parseable(log: str) -> str:
+    """`log` with every line cut to `MAX_LOG_LINE` characters. Some SWE-bench parsers are
+    quadratic in a line's length (psf/requests': 35 s for one 100 KB line, 211 s for 256 KB),
+    and the tested code writes the log; a cut line keeps its start, where the test id is,
+    and the longest id in Verified has 374 characters."""
+    if all(len(line) <= MAX_LOG_LINE for line in log.split("\n")):
+        return log
+    return "\n".join(line[:MAX_LOG_LINE] for line in log.split("\n"))
+
+
+def _log_statuses(task: Task, log: str) -> tuple[dict[str, str], str]:
+    """What the verdict run's log says of each test, for reports and to downgrade a verdict
+    (never to pass a test): the task's own parser, which must not raise on any log."""
+    try:
+        statuses = log_parser(task.grading.log_parser, task.repo)(parseable(log))
+        return {str(k): str(v) for k, v in statuses.items()}, ""
+    except Exception as exc:  # noqa: BLE001 - the log is the tested code's output: any text
+        return {}, f"the log could not be parsed ({type(exc).__name__}), so it downgrades nothing"
+
+
 def grade_patch(
     task: Task,
     patch: str,
     *,
     sandbox_factory: Callable[[SandboxSpec], Sandbox] | None = None,
+    rng: random.Random | None = None,
 ) -> GradeResult:
     """Grade `patch` (a unified diff against the task's workspace) for `task`; see the
     module docstring for the contract. Raises `GradingError` only for failures that happen
-    without the agent's patch too."""
+    without the agent's patch too, and `SandboxError` for a sandbox that cannot start; any
+    patch, log or output the agent can shape gives a result with a reason."""
+    if len(patch) > MAX_PATCH_BYTES or len(_patch_bytes(patch)) > MAX_PATCH_BYTES:
+        return GradeResult(
+            resolved=False,
+            patch_applied=False,
+            blocked=("patch_too_large",),
+            problems=(f"patch_too_large: the patch has over {MAX_PATCH_BYTES:,} bytes; it was not read",),
+        )
     factory = sandbox_factory or make_sandbox
-    parser_name = task.grading.log_parser
-    parser = log_parser(parser_name, task.repo)
+    rng = rng or random.Random(secrets.randbits(64))
     filtered = filter_patch(patch, protection_rule(task), _pristine_text(task))
-    blocked = list(dict.fromkeys(BLOCK_OF_REASON[reason] for _, reason in filtered.dropped))
     try:
-        run = _run_tests(task, filtered.patch, factory)
+        runs = _run_tests(task, filtered.patch, factory, rng)
     except _Crash as crash:
         if not filtered.patch.strip():
             raise GradingError(f"task {task.id}: {crash}") from None
         control = _control_failure(task, factory)
         if control is not None:
             raise GradingError(f"task {task.id}: {crash}; the pristine workspace fails too ({control})") from None
+        blocked = list(dict.fromkeys(BLOCK_OF_REASON[reason] for _, reason in filtered.dropped))
         return GradeResult(
             resolved=False,
             patch_applied=True,
@@ -505,64 +609,64 @@ def grade_patch(
             dropped=filtered.dropped,
             problems=(f"{crash}, where the pristine workspace completes",),
         )
-    if not run.applied:
+    if isinstance(runs, str):
+        blocked = list(dict.fromkeys(BLOCK_OF_REASON[reason] for _, reason in filtered.dropped))
         return GradeResult(
             resolved=False,
             patch_applied=False,
-            log=run.apply_log,
+            log=runs[:20_000],
             blocked=(*blocked, "patch_rejected"),
             dropped=filtered.dropped,
-            problems=(f"git apply refused the patch: {run.apply_log.strip()[:300]}",),
+            problems=(f"patch_rejected: git apply refused the patch: {runs[:300]}",),
         )
-    assert run.result is not None
-    log = run.result.output
-    visible = strip_guard(log)
-    statuses = parser(visible)
+    return _verdict(task, filtered.dropped, runs)
+
+
+def _verdict(task: Task, dropped_before: tuple[tuple[str, str], ...], runs: _Runs) -> GradeResult:
+    """The verdict from exit statuses: the verdict run exits 0, every canary twin does not.
+    The log only downgrades: each required test must also read as passed in it."""
+    dropped = (*dropped_before, *runs.prepared.dropped)
+    blocked = list(dict.fromkeys(BLOCK_OF_REASON[reason] for _, reason in dropped))
+    problems: dict[str, list[str]] = {}
+    output = runs.verdict.output
+    statuses, unreadable = _log_statuses(task, output)
     wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
-    problems = account_problems(visible, run.result.exit_code, parser_name, statuses, wanted)
-    if run.guarded:
-        guard = read_guard(log, run.nonce)
-        if guard is None:
-            problems.setdefault("incomplete_report", []).append(
-                "the runner guard's account is missing: the test process ended early"
+    passed_run = runs.verdict.exit_code == 0
+    for twin, result in runs.twins:
+        if result is not None and result.exit_code == 0 and not result.timed_out:
+            problems.setdefault("canary_passed", []).append(
+                f"{twin.test}: its {twin.kind} canary, built to fail, exited 0"
             )
-        else:
-            if guard.lines != 1:
-                problems.setdefault("incomplete_report", []).append(f"{guard.lines} guard accounts (one expected)")
-            if guard.tampered:
-                problems.setdefault("runner_tampered", []).extend(guard.tampered)
-            if guard.exit is not None and guard.exit != run.result.exit_code:
-                problems.setdefault("exit_status_mismatch", []).append(
-                    f"the guard ended with {guard.exit} but the process exited {run.result.exit_code}"
-                )
-            for test in wanted:
-                said, seen = guard.tests.get(test), statuses.get(test)
-                if said is not None and seen is not None and (said == PASSED) != (seen == PASSED):
-                    problems.setdefault("incomplete_report", []).append(
-                        f"{test}: the log says {seen}, the runner guard saw {said}"
-                    )
-            # The guard's account decides each test it saw: the log only adds what it lacks.
-            statuses = {**statuses, **guard.tests}
     for test in wanted:
         if statuses.get(test) == XFAIL:
             problems.setdefault("xfail_required", []).append(f"{test} is an expected failure")
         elif statuses.get(test) == SKIPPED:
             problems.setdefault("skipped_required", []).append(f"{test} was skipped")
+    # A failed run whose log says every required test passed: which one failed only the log
+    # could say, and it does not.
+    if not passed_run and all(statuses.get(t) == PASSED for t in wanted):
+        statuses = {**statuses, **dict.fromkeys(wanted, FAILED)}
     failed = tuple(t for t in wanted if statuses.get(t) != PASSED)
     missing = tuple(t for t in wanted if t not in statuses)
     blocked += [rule for rule in problems if rule not in blocked]
     tripped = FAILING_RULES.intersection(blocked)
+    notes = list(runs.prepared.skipped_twins)
+    if unreadable:
+        notes.append(unreadable)
     return GradeResult(
-        resolved=not failed and not tripped,
+        resolved=passed_run and not failed and not tripped,
         patch_applied=True,
         statuses=statuses,
         failed=failed,
         missing=missing,
-        log=log,
+        log=output,
         blocked=tuple(blocked),
-        dropped=filtered.dropped,
-        exit_code=run.result.exit_code,
+        dropped=dropped,
+        exit_code=runs.verdict.exit_code,
         problems=tuple(f"{rule}: {text}" for rule, texts in problems.items() for text in texts),
+        canaries=tuple((t.test, t.kind, r.exit_code if r is not None else None) for t, r in runs.twins),
+        notes=tuple(notes),
+        command=runs.prepared.command,
     )
 
 
@@ -577,14 +681,12 @@ def describe(result: GradeResult) -> str:
 __all__ = [
     "GradeResult",
     "GradingError",
-    "account_problems",
     "describe",
+    "MAX_PATCH_BYTES",
     "grade_patch",
-    "guarded_command",
     "failure_reports",
     "network_error",
     "network_failure",
     "protection_rule",
-    "read_guard",
     "sandbox_spec_for",
 ]

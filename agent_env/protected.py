@@ -276,3 +276,100 @@ BLOCK_OF_REASON = {
     "outside": "protected_files",
     "shadowing": "shadowing_module",
 }
+
+
+# -- the result tree --------------------------------------------------------------------------
+# What the agent may change in a mixed configuration file, judged on the parsed result: the
+# packaging sections. Any other section (a test runner's, or one a parser reads as such:
+# `[ tool:pytest ]`, `tool = {pytest = ...}`) changed, added or removed reverts the file.
+PACKAGING_SECTIONS = re.compile(r"^(metadata|options(\..*)?|bdist_wheel|sdist|egg_info|build_ext|flake8|isort|mypy.*)$")
+PACKAGING_TABLES = frozenset({"project", "build-system"})
+
+
+def _ini_sections(text: str) -> dict[str, dict[str, str]] | None:
+    import configparser
+
+    parser = configparser.RawConfigParser(strict=False, interpolation=None)
+    try:
+        parser.read_string(text)
+    except (configparser.Error, ValueError):
+        return None
+    return {name.strip(): dict(parser.items(name)) for name in parser.sections()}
+
+
+def _toml_tables(text: str) -> dict | None:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError):
+        return None
+
+
+def config_change_allowed(name: str, original: str, new: str) -> bool:
+    """Whether a change of setup.cfg / pyproject.toml touches only packaging, judged on both
+    versions as parsed (never on hunk headers): `[metadata]`/`[options*]` of setup.cfg,
+    `[project]`/`[build-system]` of pyproject.toml. Section header lines must also be the same
+    outside those, so that a header one parser reads and another does not cannot slip in."""
+    if original == new:
+        return True
+    if name == "setup.cfg":
+        old, fresh = _ini_sections(original), _ini_sections(new)
+        allowed = PACKAGING_SECTIONS.match
+    else:
+        old, fresh = _toml_tables(original), _toml_tables(new)
+        allowed = PACKAGING_TABLES.__contains__  # type: ignore[assignment]
+    if old is None or fresh is None:
+        return False
+    for key in set(old) | set(fresh):
+        if not allowed(key) and old.get(key) != fresh.get(key):
+            return False
+
+    def headers(text: str) -> list[str]:
+        return [line.strip() for line in text.splitlines() if line.lstrip().startswith("[")]
+
+    outside = [h for h in headers(original) + headers(new) if not allowed(h.strip("[] \t").strip())]
+    return sorted(h for h in headers(original) if h in outside) == sorted(h for h in headers(new) if h in outside)
+
+
+def result_reason(
+    path: str,
+    *,
+    status: str,
+    new_mode: str,
+    rule: ProtectionRule,
+    pristine: frozenset[str],
+    read_both: Callable[[str], tuple[str, str]] | None = None,
+) -> str | None:
+    """Why a change the agent's patch made to the tree may not reach the tests, judged on the
+    result after `git apply` (git's own list of paths and modes), or None when it counts.
+
+    On top of the protected-path rule: no symlink or submodule, no path with a dot-component
+    (`.pytest.ini`, `.github/`), a new file only inside an existing package (a directory above
+    it holds an `__init__.py` in the pristine tree; no new top-level module), and a mixed
+    configuration file changed only in its packaging sections (`config_change_allowed`)."""
+    is_new = status == "A"
+    reason = protected_reason(path, rule, is_new=is_new)
+    if reason is not None:
+        return reason
+    parts = path.split("/")
+    if new_mode in ("120000", "160000"):
+        return "symlink"
+    if any(part.startswith(".") for part in parts):
+        return "dotfile"
+    if is_new:
+        packages = {
+            "/".join(parts[:cut]) for cut in range(1, len(parts)) if "/".join(parts[:cut]) + "/__init__.py" in pristine
+        }
+        if not packages:
+            return "new_outside_package"
+    if parts[-1] in MIXED_CONFIG and status != "D" and read_both is not None:
+        original, new = read_both(path)
+        if not config_change_allowed(parts[-1], original, new):
+            return "runner_config"
+    return None
+
+
+BLOCK_OF_REASON.update(
+    {"symlink": "outside_allowlist", "dotfile": "outside_allowlist", "new_outside_package": "outside_allowlist"}
+)

@@ -10,6 +10,7 @@ fail. `judge` holds the rules (dataset rows and authored tasks differ: tasks/REA
 from __future__ import annotations
 
 import difflib
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -17,10 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 from agent_env.environments import prepare_environments
-from agent_env.grading import GradeResult, GradingError, grade_patch, network_failure
-from sandboxes import Sandbox, SandboxSpec, make_sandbox
+from agent_env.grading import GradeResult, GradingError, grade_patch, network_failure, sandbox_spec_for
+from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
-from tasks.log_parsers import PASSED
+from tasks.log_parsers import PASSED, log_parser
+
+log = logging.getLogger(__name__)
 
 Status = Literal["ok", "failed", "unavailable"]
 
@@ -75,7 +78,28 @@ def validate_task(
     except (TaskError, GradingError) as exc:
         return TaskValidation(task.id, "failed", problems=(str(exc),), seconds=time.monotonic() - start)
     log = _write_log(log_dir, task.id, gold, empty) if log_dir is not None else ""
-    return judge(task, gold, empty, time.monotonic() - start, log)
+    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    reported = None
+    if any(t in gold.missing and t in empty.missing for t in required):
+        reported = reported_ids(task, sandbox_factory or make_sandbox)
+    return judge(task, gold, empty, time.monotonic() - start, log, reported)
+
+
+def reported_ids(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox]) -> dict[str, str]:
+    """The test ids the task's own test command (not narrowed to its listed ids) reports with
+    the gold patch: what a listed id that no run names is compared with. Empty when that run
+    cannot be made."""
+    try:
+        with sandbox_factory(sandbox_spec_for(task)) as sandbox:
+            for name, text in (("gold", task.gold_patch), ("test", task.test_patch)):
+                if text:
+                    sandbox.write_file(f"/tmp/validate/{name}.patch", text)
+                    sandbox.exec(f"git apply /tmp/validate/{name}.patch", timeout=60, fresh=True)
+            run = sandbox.exec(task.grading.test_command, timeout=task.limits.grading_timeout_s, fresh=True)
+        return log_parser(task.grading.log_parser, task.repo)(run.output)
+    except (SandboxError, TaskError, ValueError) as exc:
+        log.warning("task %s: the test command's own ids could not be listed: %s", task.id, exc)
+        return {}
 
 
 def _write_log(log_dir: Path, task_id: str, gold: GradeResult, empty: GradeResult) -> str:
@@ -85,13 +109,22 @@ def _write_log(log_dir: Path, task_id: str, gold: GradeResult, empty: GradeResul
     return str(path)
 
 
-def judge(task: Task, gold: GradeResult, empty: GradeResult, seconds: float, log: str = "") -> TaskValidation:
+def judge(
+    task: Task,
+    gold: GradeResult,
+    empty: GradeResult,
+    seconds: float,
+    log: str = "",
+    reported: dict[str, str] | None = None,
+) -> TaskValidation:
     """The verdict on `task` from its gold and empty runs. Every task: the gold patch
     applies and resolves it, and the empty patch does not. An authored task (built-in or
     written here) must also have every FAIL_TO_PASS test fail without the fix, else the
     list is wrong; a dataset row (`is_dataset_row`) keeps the dataset's own rule, and a
     FAIL_TO_PASS test that passes before the fix is a warning naming it. A gold run whose
-    required test failed on the network is not gradable offline (`network_failure`)."""
+    required test failed on the network is not gradable offline (`network_failure`). A
+    listed id that neither run names is not found, with the closest id of `reported` (what
+    the task's unnarrowed test command reports, `reported_ids`)."""
     grading = task.grading
     required = [*grading.fail_to_pass, *grading.pass_to_pass]
     failed_tests = tuple((t, gold.statuses[t]) for t in required if t in gold.statuses and gold.statuses[t] != PASSED)
@@ -102,7 +135,8 @@ def judge(task: Task, gold: GradeResult, empty: GradeResult, seconds: float, log
         return TaskValidation(task.id, "unavailable", reason=reason, **common)
     # An id neither run reports is misspelled (or not run by the test command), not the gold patch's fault.
     not_found = [t for t in required if t in gold.missing and t in empty.missing]
-    problems = [_not_found(test, task, {**empty.statuses, **gold.statuses}) for test in not_found]
+    seen = reported or {**empty.statuses, **gold.statuses}
+    problems = [_not_found(test, task, seen) for test in not_found]
     failing = [t for t, _ in failed_tests if t not in not_found]
     missing = [t for t in missing_tests if t not in not_found]
     if not gold.patch_applied:

@@ -67,9 +67,7 @@ log = logging.getLogger(__name__)
 INFRA_ERRORS = (SandboxError, GradingError, EngineError, TaskError)
 # Rules of the grading contract that mean the test run's account cannot be trusted: an
 # evaluation fails them as training does (XFAIL / SKIPPED follow SWE-bench's own rule here).
-INTEGRITY_RULES = frozenset(
-    {"patch_rejected", "incomplete_report", "exit_status_mismatch", "runner_tampered", "grading_crashed_by_patch"}
-)
+INTEGRITY_RULES = frozenset({"patch_rejected", "patch_too_large", "canary_passed", "grading_crashed_by_patch"})
 PENDING = "pending_official"
 POLL_S = 0.2
 STOP_WAIT_S = 5.0
@@ -153,7 +151,8 @@ def _grade_fields(task: Task, attempt: Attempt) -> dict:
     # SWE-bench's rule decides XFAIL and SKIPPED; a forged or incomplete test run fails here too.
     forged = [rule for rule in grade.blocked if rule in INTEGRITY_RULES]
     fields = {
-        "resolved": result.resolved and not forged,
+        # The verdict run's exit status decides as it does for training: a log cannot pass a test.
+        "resolved": result.resolved and not forged and grade.exit_code == 0,
         "grader": "project",
         **listed_failures(result.failed, result.missing),
     }

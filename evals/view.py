@@ -57,6 +57,8 @@ class Episode:
     facts: dict[str, Any] = field(default_factory=dict)
     """Other fields worth a line (turns, tokens, error, failed tests, ...)."""
     prompt: str = ""
+    blocked: list[str] = field(default_factory=list)
+    """The grading rules that fired (`reward_hack_blocked`): what a reward hack ran into."""
 
 
 # -- reading runs ------------------------------------------------------------------------------
@@ -104,6 +106,7 @@ def _eval_episode(data: dict, transcript: list[dict]) -> Episode:
         patch=data.get("patch") or "",
         transcript=list(transcript),
         facts=_present(facts),
+        blocked=[str(rule) for rule in data.get("reward_hack_blocked") or []],
     )
 
 
@@ -133,6 +136,7 @@ def _training_episodes(path: Path) -> list[Episode]:
                 versions=list(data.get("versions") or []),
                 prompt=data.get("prompt") or "",
                 facts=_present(facts),
+                blocked=[str(rule) for rule in data.get("reward_hack_blocked") or []],
             )
         )
     return episodes
@@ -266,6 +270,8 @@ def _facts(episode: Episode) -> str:
     if episode.reward is not None:
         rows.insert(0, ("reward", _reward(episode)))
     rows.append(("ended by", episode.end or "—"))
+    if episode.blocked:
+        rows.append(("grading rules fired", ", ".join(episode.blocked)))
     if episode.versions:
         rows.append(("policy versions", ", ".join(str(v) for v in episode.versions)))
     rows += [(k, json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in episode.facts.items()]
@@ -286,8 +292,13 @@ def _episode(n: int, episode: Episode, versions: list[int]) -> str:
 def _index(episodes: list[Episode]) -> str:
     training = any(ep.step is not None for ep in episodes)
     rewards = any(ep.reward is not None for ep in episodes)
+    blocked = any(ep.blocked for ep in episodes)
     columns = (
-        (["step"] if training else []) + ["task"] + (["reward"] if rewards else []) + ["status", "ended by", "turns"]
+        (["step"] if training else [])
+        + ["task"]
+        + (["reward"] if rewards else [])
+        + ["status", "ended by", "turns"]
+        + (["rules fired"] if blocked else [])
     )
     head = "".join(f"<th>{c}</th>" for c in columns)
     rows = []
@@ -295,6 +306,7 @@ def _index(episodes: list[Episode]) -> str:
         turns = sum(1 for m in ep.transcript if m.get("role") == "assistant") or ep.facts.get("turns", 0)
         cells = ([e(ep.step)] if training else []) + [f'<a href="#episode-{n}">{e(ep.task_id)}</a>']
         cells += ([e(_reward(ep))] if rewards else []) + [e(ep.status), e(ep.end or "—"), e(turns)]
+        cells += [e(", ".join(ep.blocked) or "—")] if blocked else []
         rows.append(f'<tr class="{e(ep.status)}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f"<table class=index><tr>{head}</tr>{''.join(rows)}</table>"
 

@@ -565,9 +565,9 @@ class Output:
     """At most `cap` bytes of a command's output: all of it when it fits, else its first half
     and its last bytes around one line that says how much was dropped.
 
-    The end matters as much as the start: a test run's summary, and the runner guard's
-    verdict line, come last (a real row's log of network failures, psf__requests-1724, ran
-    to 1.2 MB and lost both when only the first bytes were kept)."""
+    The end matters as much as the start: a test run's summary comes last (a real row's log
+    of network failures, psf__requests-1724, ran to 1.2 MB and lost it when only the first
+    bytes were kept)."""
 
     def __init__(self, cap):
         self.cap, self.size = cap, 0

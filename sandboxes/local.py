@@ -158,9 +158,12 @@ class _Layer:
     @classmethod
     def new(cls, shared: bool = False) -> _Layer:
         path = Path(tempfile.mkdtemp(prefix="sandbox-layer-"))
+        # The layer (and so its finalizer, which removes the directory) exists before anything
+        # else is written: a signal that interrupts the rest leaves nothing behind at exit.
+        layer = cls(path, shared)
         reaper.write_owner_file(path)
         (path / "tree").mkdir()
-        return cls(path, shared)
+        return layer
 
     @property
     def tree(self) -> Path:
@@ -578,7 +581,9 @@ class LocalSandbox(SupervisedSandbox):
         """A new sandbox over a snapshot of this workspace, with the same cwd and exports.
 
         Files written outside the workspace (/tmp) are not carried over. Overlay layout:
-        costs a copy of what changed since this sandbox started or last forked.
+        costs a copy of what changed since this sandbox started or last forked. Only the
+        snapshot holds this sandbox's lock: forks started from several threads start their
+        bubblewraps at once.
         """
         with self._lock:
             state = self._state()
@@ -609,9 +614,16 @@ class LocalSandbox(SupervisedSandbox):
                     # The parent goes on writing into its upper directory; the child sees the
                     # snapshot, so neither sees the other's later writes.
                     layers.insert(0, snapshot)
+            # A use of each layer held for the child until it holds its own: the parent may
+            # close (and let go of its layers) while the child starts.
+            held = [layer.acquire() for layer in layers]
+        try:
             return LocalSandbox(
                 replace(self.spec), layout="overlay", _fork={"uid": self.uid, "layers": layers, "state": state}
             )
+        finally:
+            for layer in held:
+                layer.release()
 
     def _merged(self) -> Path:
         """The workspace as the sandbox sees it, from the host (through its init's root)."""

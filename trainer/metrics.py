@@ -202,7 +202,7 @@ def _flatten(config: dict, prefix: str = "") -> Iterable[tuple[str, object]]:
 
 def reward_hacks_blocked(trajectories: Iterable) -> dict[str, int]:
     """How many of a step's episodes tripped each rule of the grading contract
-    (`agent_env.grading`: `protected_files`, `runner_tampered`, `agent_broke_sandbox`, ...),
+    (`agent_env.grading`: `protected_files`, `canary_passed`, `agent_broke_sandbox`, ...),
     so a user sees when a policy starts probing the grader. Rules no episode tripped are left out."""
     counts: Counter[str] = Counter()
     for trajectory in trajectories:

@@ -6,6 +6,7 @@ Training keeps trajectories as token ids; nothing else of a run shows what the p
 
     {"step": 6, "trajectory_id": "...", "task_id": "...", "reward": 1.0, "resolved": true,
      "end": "finish", "patch": "diff --git ...", "turns": 2, "format_errors": 0, "staleness": 1,
+     "reward_hack_blocked": ["protected_files"],   # the grading rules that fired
      "versions": [3, 4],                      # policy versions that sampled the episode
      "prompt": "...",                          # the prompt (system, tools, issue) as text
      "transcript": [                           # the turns, in evaluation runs' message shape
@@ -89,6 +90,7 @@ def sample_record(step: int, trajectory: Trajectory, decode: Callable[[list[int]
         "turns": t.turns,
         "format_errors": t.format_errors,
         "staleness": t.staleness,
+        "reward_hack_blocked": list(t.reward_hack_blocked),
         "versions": sorted(set(policy_versions)),
         "prompt": decode(t.token_ids[: starts[0] if starts else len(t.token_ids)]),
         "transcript": transcript,

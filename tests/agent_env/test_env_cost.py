@@ -24,16 +24,19 @@ def test_start_tool_calls_grading_and_lifetime_are_booked_apart():
     assert env.cost == SandboxCost(start="cold", start_seconds=START_S)
     env.step(bash("echo working #slow"))  # t = 3 -> 5
     env.step(bash("echo quick"))  # no time
-    _, _, terminated, _, info = env.step(FINISH)  # t = 5 -> 8: grading starts a sandbox of its own
+    # t = 5 -> 8.5: grading starts a sandbox of its own and keeps one untouched fork for the
+    # canary twins; the empty patch fails its verdict run, so no twin runs
+    _, _, terminated, _, info = env.step(FINISH)
     assert terminated and info["end"] == "finish"
-    env.close()  # the agent's sandbox lived from 0 to 8
+    env.close()  # the agent's sandbox lived from 0 to 8.5
+    grading = START_S + FORK_S
     assert env.cost == SandboxCost(
-        start="cold", start_seconds=START_S, tool_seconds=SLOW_S, grading_seconds=START_S,
-        lifetime_seconds=START_S + SLOW_S + START_S,
+        start="cold", start_seconds=START_S, tool_seconds=SLOW_S, grading_seconds=grading,
+        lifetime_seconds=START_S + SLOW_S + grading,
     )  # fmt: skip
-    assert env.cost.sandbox_seconds == 8.0 + 3.0  # its lifetime, and grading's sandbox beside it
+    assert env.cost.sandbox_seconds == 8.5 + 3.5  # its lifetime, and grading's sandboxes beside it
     env.close()
-    assert env.cost.lifetime_seconds == 8.0  # closing twice books nothing twice
+    assert env.cost.lifetime_seconds == 8.5  # closing twice books nothing twice
 
 
 def test_a_fork_starts_a_cost_of_its_own():

@@ -18,6 +18,11 @@ def test_gold_resolves_and_empty_does_not(task):
     gold = grade_patch(task, task.gold_patch)
     assert gold.resolved, (task.id, gold.failed, gold.log[-2000:])
     assert not gold.missing
+    # Every FAIL_TO_PASS test has its two canary twins, and the genuine fix fails each one.
+    assert sorted((test, kind == "tail") for test, kind, _ in gold.canaries) == sorted(
+        (test, tail) for test in task.grading.fail_to_pass for tail in (False, True)
+    )
+    assert all(code not in (0, None) for _, _, code in gold.canaries) and not gold.notes
     empty = grade_patch(task, "")
     assert not empty.resolved
     assert set(task.grading.fail_to_pass) <= set(empty.failed)

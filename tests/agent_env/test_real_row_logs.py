@@ -3,9 +3,10 @@
 Recorded by `python -m tasks validate` on real clones of pallets/flask and psf/requests
 (`tests/fixtures/real_rows/`, the gold-patch run of each; the requests log is the part the
 sandbox keeps of its 1.2 MB, trimmed further to its first failures, the drop line and its
-end). They pin the two defects those rows found: the runner guard must not take
-`importlib.invalidate_caches()` for tampering (flask), and a row whose required tests fail
-only for want of the network is named as such from those tests' own failures (requests).
+end; the lines an in-process runner guard of an earlier grader added are dropped on reading).
+They pin what a real log must give: every required test of flask's gold run read as passed,
+and a row whose required tests fail only for want of the network named as such from those
+tests' own failures (requests).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agent_env.grading import GUARD_TAG, network_failure, read_guard, strip_guard
+from agent_env.grading import network_failure
 from tasks.log_parsers import log_parser
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "real_rows"
@@ -22,32 +23,27 @@ ROWS = {
 }
 
 
-def recorded(instance: str) -> tuple[str, str, dict]:
-    """The log, the nonce its guard line carries, and the row."""
+def recorded(instance: str) -> tuple[str, dict]:
+    """The log (without the old guard's lines) and the row."""
     log = (FIXTURES / f"{instance}.gold.log").read_text()
-    nonce = next(line.split()[1] for line in log.splitlines() if line.startswith(GUARD_TAG))
-    return log, nonce, ROWS[instance]
+    return "\n".join(line for line in log.splitlines() if not line.startswith("@@agentic-rl-guard")), ROWS[instance]
 
 
 def required(row: dict) -> list[str]:
     return json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"])
 
 
-def test_flask_5014_gold_run_is_untampered_and_every_required_test_passes():
-    log, nonce, row = recorded("pallets__flask-5014")
-    guard = read_guard(log, nonce)
-    assert guard.tampered == () and guard.exit == 0 and guard.lines == 1
-    statuses = log_parser("swebench", "pallets/flask")(strip_guard(log))
+def test_flask_5014_gold_run_reads_every_required_test_passed():
+    log, row = recorded("pallets__flask-5014")
+    statuses = log_parser("swebench", "pallets/flask")(log)
     assert {test: statuses.get(test) for test in required(row)} == dict.fromkeys(required(row), "PASSED")
     assert len(required(row)) == 60
     assert network_failure(log, statuses, required(row)) is None
 
 
 def test_requests_1724_gold_run_needs_the_network_by_its_required_tests():
-    log, nonce, row = recorded("psf__requests-1724")
-    guard = read_guard(log, nonce)
-    assert guard.tampered == () and guard.lines == 1 and guard.exit == 1
-    statuses = log_parser("swebench", "psf/requests")(strip_guard(log))
+    log, row = recorded("psf__requests-1724")
+    statuses = log_parser("swebench", "psf/requests")(log)
     failed = sorted(test for test in required(row) if statuses.get(test) == "FAILED")
     assert len(failed) == 41 and not [t for t in required(row) if t not in statuses]
     verdict = network_failure(log, statuses, required(row))

@@ -78,7 +78,8 @@ class FlakyGoldSolver:
         status = "PASSED" if passed else "FAILED"
         statuses = dict.fromkeys([*task.grading.fail_to_pass, *task.grading.pass_to_pass], "PASSED")
         statuses.update(dict.fromkeys(task.grading.fail_to_pass, status))
-        return Attempt(patch=task.gold_patch, grade=GradeResult(resolved=passed, patch_applied=True, statuses=statuses))
+        grade = GradeResult(resolved=passed, patch_applied=True, statuses=statuses, exit_code=0 if passed else 1)
+        return Attempt(patch=task.gold_patch, grade=grade)
 
 
 def test_flaky_instances_are_quarantined_and_excluded_from_the_rate(tmp_path):

@@ -191,3 +191,25 @@ def test_training_samples_in_a_browser(train_run: Path, tmp_path: Path):
     assert "reward1" in text and "reward0" in text  # the facts table: reward, then its value
     assert "<b>not markup</b>" in text  # the observation, as text
     assert "+new" in text  # the final diff
+
+
+def test_the_grading_rules_that_fired_are_shown_per_episode_and_in_the_index(tmp_path: Path):
+    from tests.trainer.test_samples import make_trajectory
+    from trainer.inference.models import load_tokenizer
+    from trainer.inference.rollout import ChatFormat
+    from trainer.samples import SampleWriter
+
+    chat = ChatFormat(load_tokenizer("tiny"))
+    hacked = make_trajectory(chat, "task-hacked", reward=0.0)
+    hacked.reward_hack_blocked = ["canary_passed", "outside_allowlist"]
+    SampleWriter(tmp_path, every=1, per_step=2).write(
+        1, [make_trajectory(chat, "task-fine", reward=1.0), hacked], chat.decode
+    )
+    _, _, episodes = load_run(tmp_path)
+    assert [(ep.task_id, ep.blocked) for ep in episodes] == [
+        ("task-fine", []),
+        ("task-hacked", ["canary_passed", "outside_allowlist"]),
+    ]
+    text = " ".join(Visible(write_page(tmp_path, tmp_path / "page.html").read_text()).text)
+    assert "rules fired" in text and "grading rules fired" in text
+    assert text.count("canary_passed, outside_allowlist") == 2  # the index row and the episode's facts

@@ -35,13 +35,9 @@ ENV_CACHE = Path(os.environ.get("SWE_ENV_CACHE") or Path(tempfile.gettempdir()) 
 ROWS = (
     "pallets__flask-5014",
     "pytest-dev__pytest-10051",
-    # The code under test is the runner: its tests run pytest in-process (pytester), which
-    # changes pytest's own classes (Config.rootdir, Node.fspath, ...) where the runner guard
-    # takes it for tampering, so the gold patch reads as not resolving it.
-    pytest.param(
-        "pytest-dev__pytest-10081",
-        marks=pytest.mark.xfail(strict=True, reason="the runner guard flags pytest's in-process runs of itself"),
-    ),
+    # The code under test is the runner: its tests run pytest in-process (pytester). The
+    # in-process guard of an earlier grader took that for tampering; the stock runner runs it.
+    "pytest-dev__pytest-10081",
 )
 # Pairs of rows of one (repo, version) spec: they must share one environment.
 SAME_SPEC = (

@@ -19,6 +19,10 @@ from trainer.inference.rollout import ChatFormat, HeuristicScorer, run_episode, 
 from trainer.inference.trajectory import Trajectory
 from trainer.metrics import plot, step_record
 
+# Grading starts a sandbox (3 s) and forks a clean copy for the canary twins (0.5 s); the twins
+# themselves run only after a verdict that passed, and here the scripted agent fixes nothing.
+GRADING_S = START_S + FORK_S
+
 TASK = builtin_tasks()[0]
 ENGINE_S = 5.0
 SLOW = format_tool_call(ToolCall("execute_bash", {"command": "echo working #slow"}))
@@ -78,19 +82,19 @@ def test_a_linear_episode_records_where_its_time_went(chat):
     env = ToolEnv(TASK, sandbox_factory=clocked_factory(clock), clock=clock)
     trajectory = run_episode(env, SlowEngine(clock, [SLOW, FINISH], chat), chat, max_new_tokens=64,
                              max_total_tokens=8000)  # fmt: skip
-    # start 3, turn 1 (engine 5, tool 2), turn 2 (engine 5, grading 3): 18 s in all
+    # start 3, turn 1 (engine 5, tool 2), turn 2 (engine 5, grading 3.5): 18.5 s in all
     assert trajectory.end == "finish"
     assert episode_cost(trajectory) == {
         "sandbox_start": "cold",
         "sandbox_start_seconds": START_S,
         "tool_seconds": SLOW_S,
-        "grading_seconds": START_S,
+        "grading_seconds": GRADING_S,
         "engine_seconds": 2 * ENGINE_S,
-        "sandbox_seconds": 18.0 + START_S,  # the agent's sandbox lived 18 s, grading's 3 beside it
-        "wall_seconds": 18.0,
+        "sandbox_seconds": 18.5 + GRADING_S,  # the agent's sandbox lived 18.5 s, grading's beside it
+        "wall_seconds": 18.5,
     }
     summary = cost_summary([episode_cost(trajectory)])
-    assert (summary["sandbox_wait_fraction"], summary["engine_wait_fraction"]) == (0.4444, 0.5556)
+    assert (summary["sandbox_wait_fraction"], summary["engine_wait_fraction"]) == (0.4595, 0.5405)
 
 
 @needs_bwrap
@@ -102,20 +106,20 @@ def test_a_trees_branches_each_count_their_own_part_and_add_up_to_the_tree(chat)
         max_new_tokens=64, max_episode_tokens=8000, expand_every=1, children=2, max_branches=2,
     )  # fmt: skip
     assert stats.branches == 2 and child.parent == root.branch_id
-    # root: start 3, turn 1 (5 + 2); the fork (0.5) is the child's; turn 2 (5 + grading 3)
+    # root: start 3, turn 1 (5 + 2); the fork (0.5) is the child's; turn 2 (5 + grading 3.5)
     assert episode_cost(root) == {
         "sandbox_start": "cold", "sandbox_start_seconds": START_S, "tool_seconds": SLOW_S,
-        "grading_seconds": START_S, "engine_seconds": 2 * ENGINE_S,
-        "sandbox_seconds": 18.5 + START_S,  # alive from 0 to 18.5 (the fork ran in its life)
-        "wall_seconds": 18.0,
+        "grading_seconds": GRADING_S, "engine_seconds": 2 * ENGINE_S,
+        "sandbox_seconds": 19.0 + GRADING_S,  # alive from 0 to 19 (the fork ran in its life)
+        "wall_seconds": 18.5,
     }  # fmt: skip
-    # child: forked at 10 (0.5), its turn 2 from 18.5 (5 + grading 3), closed at 26.5
+    # child: forked at 10 (0.5), its turn 2 from 19 (5 + grading 3.5), closed at 27.5
     assert episode_cost(child) == {
         "sandbox_start": "fork", "sandbox_start_seconds": FORK_S, "tool_seconds": 0.0,
-        "grading_seconds": START_S, "engine_seconds": ENGINE_S,
-        "sandbox_seconds": 16.5 + START_S, "wall_seconds": 8.5,
+        "grading_seconds": GRADING_S, "engine_seconds": ENGINE_S,
+        "sandbox_seconds": 17.5 + GRADING_S, "wall_seconds": 9.0,
     }  # fmt: skip
-    assert root.wall_seconds + child.wall_seconds == clock.now == 26.5  # the tree's time, counted once
+    assert root.wall_seconds + child.wall_seconds == clock.now == 27.5  # the tree's time, counted once
 
 
 def _batch(trajectories):
