@@ -72,6 +72,14 @@ FILES = frozenset(
             "PYTHONWARNINGS=ignore::UserWarning,ignore::SyntaxWarning bin/test -C --verbose "
             "sympy/geometry/tests/test_point.py -k test_issue_11617",
         ),
+        (  # Verified rows' misread ids (pytest-dev__pytest-5262, -7521, -7324): dropped, or
+            # selected as the whole function where pytest < 7 cannot select the parameters
+            "pytest -rA tests/test_slug.py",
+            ["tests/test_slug.py::test_a[:::]", "[100%]", "test_capsysbinary.py::test_hello", "tests/test_slug.py::t"],
+            "pytest",
+            "pytest -rA tests/test_slug.py::test_a tests/test_slug.py::t",
+        ),
+        ("pytest -rA tests/test_slug.py", ["[100%]"], "pytest", "pytest -rA tests/test_slug.py"),
         (
             "tox --current-env -epy39 -v -- tests/test_separators.py",
             ["tests/test_separators.py::test_a"],

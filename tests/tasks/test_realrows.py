@@ -32,13 +32,32 @@ REPO_CACHE = os.environ.get("SWE_REPO_CACHE", "")
 # Environments outlive the session (keyed by content), as in tests/tasks/test_swebench_envs.py.
 ENV_CACHE = Path(os.environ.get("SWE_ENV_CACHE") or Path(tempfile.gettempdir()) / "agentic-rl-test-envs")
 # Rows whose tests need no network, in specs that pip meets (DESIGN.md: what is known).
-ROWS = (
-    "pallets__flask-5014",
+# Every pytest-dev/pytest row of Verified (pytest 4.5 to 7.2): the code under test is the
+# runner, and its tests run pytest in-process (pytester). The in-process guard of an earlier
+# grader took that for tampering, or crashed old pytest; the stock runner runs them all
+# (tests/agent_env/test_real_row_logs.py pins how their commands are narrowed).
+PYTEST_ROWS = (
+    "pytest-dev__pytest-5262",
+    "pytest-dev__pytest-5631",
+    "pytest-dev__pytest-5787",
+    "pytest-dev__pytest-5809",
+    "pytest-dev__pytest-5840",
+    "pytest-dev__pytest-6197",
+    "pytest-dev__pytest-6202",
+    "pytest-dev__pytest-7205",
+    "pytest-dev__pytest-7236",
+    "pytest-dev__pytest-7324",
+    "pytest-dev__pytest-7432",
+    "pytest-dev__pytest-7490",
+    "pytest-dev__pytest-7521",
+    "pytest-dev__pytest-7571",
+    "pytest-dev__pytest-7982",
+    "pytest-dev__pytest-8399",
     "pytest-dev__pytest-10051",
-    # The code under test is the runner: its tests run pytest in-process (pytester). The
-    # in-process guard of an earlier grader took that for tampering; the stock runner runs it.
     "pytest-dev__pytest-10081",
+    "pytest-dev__pytest-10356",
 )
+ROWS = ("pallets__flask-5014", *PYTEST_ROWS)
 # Pairs of rows of one (repo, version) spec: they must share one environment.
 SAME_SPEC = (
     ("pytest-dev__pytest-10051", "pytest-dev__pytest-10081"),
