@@ -226,7 +226,8 @@ def _changed_literal(value: object, rng: random.Random) -> object:
     if kind is bool:
         return not value
     if kind in (int, float, complex):
-        return value + rng.randint(1, 97) + (0.5 if kind is float else 0)  # type: ignore[operator]
+        changed = value + rng.randint(1, 97) + (0.5 if kind is float else 0)  # type: ignore[operator]
+        return changed if changed != value else value * 2  # type: ignore[operator]  # 1e20 + 61.5 == 1e20
     if kind is str:
         return value + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 5)))  # type: ignore[operator]
     if kind is bytes:
@@ -249,7 +250,7 @@ def _literal_replacement(node: ast.expr, rng: random.Random) -> str | None:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
     changed = _changed_literal(value, rng)
-    if changed is None:
+    if changed is None or changed == value:  # inf stays inf
         return None
     text = repr(changed)
     try:
@@ -269,7 +270,8 @@ def _change_helper(name: str, marker: str, rng: random.Random) -> str:
         f"def {name}(value):\n"
         f"    kind = type(value)\n"
         f"    if kind is bool:\n        return not value\n"
-        f"    if kind in (int, float, complex):\n        return value + {k}\n"
+        f"    if kind in (int, float, complex):\n        changed = value + {k}\n"
+        f"        return changed if changed != value else {marker}()\n"
         f"    if kind is str:\n        return value + {word!r}\n"
         f"    if kind is bytes:\n        return value + {word.encode()!r}\n"
         f"    if kind in (list, tuple, set, frozenset):\n        return kind([*value, {marker}()])\n"

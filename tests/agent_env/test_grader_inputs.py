@@ -9,13 +9,14 @@ its type; an exception here is a grader crash a policy could trigger."""
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent_env.canaries import expectation_twin, locate, tail_twin
+from agent_env.canaries import _changed_literal, _literal_replacement, expectation_twin, locate, tail_twin
 from agent_env.grading import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable
 from agent_env.protected import ProtectionRule, config_change_allowed, filter_patch, split_patch
 from agent_env.selection import directives_of, runner_of, select_command
@@ -177,3 +178,27 @@ def test_any_command_is_narrowed_or_left_alone(command, tests):
 def test_configuration_changes_are_judged_for_any_text(original, new, name):
     assert isinstance(config_change_allowed(name, original, new), bool)
     assert config_change_allowed(name, original, original)
+
+
+literals = st.recursive(
+    st.one_of(
+        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.complex_numbers(allow_nan=False),
+        st.text(max_size=20), st.binary(max_size=20),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+    max_leaves=8,
+)  # fmt: skip
+
+
+@SETTINGS
+@given(value=literals, seed=st.integers(0, 2**32))
+@example(value=1e20, seed=0)
+@example(value=float("inf"), seed=0)
+def test_a_changed_expected_literal_is_of_the_same_type_and_never_equal(value, seed):
+    changed = _changed_literal(value, random.Random(seed))
+    if value is None:
+        assert changed is None
+    elif changed is not None and changed != value:
+        assert type(changed) is type(value)
+    else:  # no other value of that type to expect (inf + k is inf): the twin falls back
+        assert _literal_replacement(ast.parse(repr(value), mode="eval").body, random.Random(seed)) is None
