@@ -290,15 +290,15 @@ NEGATIONS = {
 NEGATIONS |= {negated: name for name, negated in NEGATIONS.items()}
 
 
-def _negatable(statement: ast.stmt) -> ast.expr | None:
-    """What to negate in a top-level assertion: an `assert` statement's condition, or the
-    callee of a unittest assertion that has an opposite (`NEGATIONS`)."""
+def _negatable(statement: ast.stmt) -> tuple[str, ast.expr] | None:
+    """What to negate in an assertion: ("condition", an `assert` statement's condition), or
+    ("method", the callee of a unittest assertion that has an opposite in `NEGATIONS`)."""
     if isinstance(statement, ast.Assert):
-        return statement.test
+        return "condition", statement.test
     if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
         func = statement.value.func
         if isinstance(func, ast.Attribute) and func.attr in NEGATIONS:
-            return func
+            return "method", func
     return None
 
 
@@ -327,14 +327,15 @@ def _negation_twin(source: str, path: str, test: str, function: ast.FunctionDef 
     a genuine fix fails at the first it reaches (`tasks validate` shows a test that reaches
     none, as its gold patch then passes the twin)."""
     top = [n for statement in function.body if (n := _negatable(statement)) is not None][:1]
-    nodes = top or [n for statement in _nested_statements(function.body) if (n := _negatable(statement)) is not None]
-    if not nodes:
+    found = top or [n for statement in _nested_statements(function.body) if (n := _negatable(statement)) is not None]
+    if not found:
         return Twin("negation", test, path, None, f"{function.name} has no assertion in its body")
     encoded = [line.encode() for line in source.splitlines(keepends=True)]
     # From the last backwards, so that earlier offsets stay valid.
-    for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+    for what, node in sorted(found, key=lambda f: (f[1].lineno, f[1].col_offset), reverse=True):
         assert node.end_lineno is not None and node.end_col_offset is not None
-        if isinstance(node, ast.Attribute):
+        if what == "method":
+            assert isinstance(node, ast.Attribute)
             row, end = node.end_lineno - 1, node.end_col_offset
             start = end - len(node.attr.encode())
             encoded[row] = encoded[row][:start] + NEGATIONS[node.attr].encode() + encoded[row][end:]

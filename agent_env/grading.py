@@ -416,7 +416,12 @@ def _build_twins(
             missing.append(f"{test}: no canary: {path} cannot be read")
             continue
         for build in (tail_twin, expectation_twin):
-            twin = build(source, path, test, qualname, rng)
+            try:
+                twin = build(source, path, test, qualname, rng)
+            except Exception as exc:  # noqa: BLE001 - a builder's bug must not stop a training run
+                log.exception("task %s: building a canary for %s failed (a grader bug)", task.id, test)
+                missing.append(f"{test}: no {build.__name__} canary: its builder failed ({type(exc).__name__})")
+                continue
             if twin.source is None:
                 missing.append(f"{test}: no {twin.kind} canary: {twin.reason}")
             else:

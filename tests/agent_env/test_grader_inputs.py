@@ -138,6 +138,8 @@ python_bits = st.sampled_from(
         "def test_a(x=1, *a, k, **kw):\n    assert_equal(f(), 'é')\n",
         "@pytest.mark.parametrize('x', [1])\ndef test_a(x):\n    assert 1 == f(x)\n",
         "test_a = lambda: None\n",
+        "def test_a(self):\n    assert self.texts\n    self.assertIn(1, x)\n",
+        "def test_a():\n    for x in y:\n        if x:\n            assert x.attr, 'm'\n        else:\n            self.assertTrue(x)\n",
         "def test_a(:\n",
         "\0",
         "'''unterminated",

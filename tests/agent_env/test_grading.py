@@ -126,3 +126,20 @@ def test_a_task_sandbox_definition_sets_env_and_limits(tmp_path):
     (folder / "task.yaml").write_text(yaml.safe_dump(data))
     with pytest.raises(Exception, match=r"'sandbox'.*belongs to the task"):
         load_task(folder)
+
+
+def test_a_canary_builder_that_fails_is_named_and_grading_goes_on(monkeypatch):
+    # A bug in a twin builder (pylint's `assert self.texts` once raised KeyError in the
+    # negation twin) must not stop a training run: the twin is missing, and the note says why.
+    from agent_env import grading
+
+    def broken(*args, **kwargs):
+        raise KeyError("texts")
+
+    monkeypatch.setattr(grading, "expectation_twin", broken)
+    task = TASKS[0]
+    gold = grade_patch(task, task.gold_patch)
+    assert gold.resolved and {kind for _, kind, _ in gold.canaries} == {"tail"}
+    assert gold.notes == tuple(
+        f"{test}: no broken canary: its builder failed (KeyError)" for test in task.grading.fail_to_pass
+    )
