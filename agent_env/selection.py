@@ -109,10 +109,12 @@ def _django_label(test: str) -> str:
 def pytest_selector(test: str) -> str:
     """A node id pytest can select. Where the parameters cannot be selected, the function
     is, with all its parameters: an id that a log parser cut at a space (`test_x[a` of
-    `test_x[a b]`), or one whose parameters hold `::` (`test_x[a:::c]`: pytest < 7 splits
-    its argument there)."""
+    `test_x[a b]`), one whose parameters hold `::` (`test_x[a:::c]`: pytest < 7 splits
+    its argument there), or one whose parameters are a path, which SWE-bench's parser
+    shortens to its last part (`test_stdin[/mymodule.py]` stands for `[/tmp/.../mymodule.py]`)."""
     function, bracket, params = test.partition("[")
-    if bracket and (not test.endswith("]") or "::" in params):
+    shortened_path = params.startswith("/") and not params.startswith("//") and "*" not in params
+    if bracket and (not test.endswith("]") or "::" in params or shortened_path):
         return function
     return test
 

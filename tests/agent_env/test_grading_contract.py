@@ -75,9 +75,15 @@ FILES = frozenset(
         (  # Verified rows' misread ids (pytest-dev__pytest-5262, -7521, -7324): dropped, or
             # selected as the whole function where pytest < 7 cannot select the parameters
             "pytest -rA tests/test_slug.py",
-            ["tests/test_slug.py::test_a[:::]", "[100%]", "test_capsysbinary.py::test_hello", "tests/test_slug.py::t"],
+            [
+                "tests/test_slug.py::test_a[:::]",
+                "[100%]",
+                "test_capsysbinary.py::test_hello",
+                "tests/test_slug.py::t",
+                "tests/test_slug.py::T::test_stdin[/mymodule.py]",
+            ],
             "pytest",
-            "pytest -rA tests/test_slug.py::test_a tests/test_slug.py::t",
+            "pytest -rA tests/test_slug.py::test_a tests/test_slug.py::t tests/test_slug.py::T::test_stdin",
         ),
         ("pytest -rA tests/test_slug.py", ["[100%]"], "pytest", "pytest -rA tests/test_slug.py"),
         (

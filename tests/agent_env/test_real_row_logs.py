@@ -6,8 +6,9 @@ sandbox keeps of its 1.2 MB, trimmed further to its first failures, the drop lin
 end; the lines an in-process runner guard of an earlier grader added are dropped on reading).
 They pin what a real log must give: every required test of flask's gold run read as passed,
 and a row whose required tests fail only for want of the network named as such from those
-tests' own failures (requests). The pytest-dev/pytest rows pin how the grader narrows their
-test commands (recorded from the runs that validated them) and how pytest 5.4's log reads.
+tests' own failures (requests). 33 validated rows pin how the grader narrows their test
+commands (recorded from the runs that validated them), and pytest 7324 how pytest 5.4's log
+reads.
 """
 
 from __future__ import annotations
@@ -56,29 +57,31 @@ def test_requests_1724_gold_run_needs_the_network_by_its_required_tests():
     )
 
 
-# Verified's 19 pytest-dev/pytest rows (pytest 4.5 to 7.2), recorded from clones of the
-# repository: each row's test command, its required ids, the workspace files those name, and
-# the narrowed command with which `tasks validate --repo-cache` resolved the gold patch and
-# not the empty one, for all 19.
-PYTEST_ROWS = [json.loads(line) for line in (FIXTURES / "pytest_rows_selection.jsonl").read_text().splitlines() if line]
+# 33 Verified rows that `tasks validate --repo-cache` resolved (gold) and did not (empty) from
+# clones of their repositories on 2026-12-05: all 19 pytest-dev/pytest rows (pytest 4.5 to
+# 7.2), 9 of pylint's, 2 of seaborn's, flask's, and the 2 of requests' that need no network.
+# Each records the row's test command, its required ids, the workspace files those name, and
+# the narrowed command that run used.
+ROWS_RUN = [json.loads(line) for line in (FIXTURES / "rows_selection.jsonl").read_text().splitlines() if line]
+PYTEST_ROWS = [row for row in ROWS_RUN if row["instance_id"].startswith("pytest-dev__pytest-")]
 
 
-def test_the_pytest_rows_are_narrowed_as_their_validated_runs_were():
-    assert len(PYTEST_ROWS) == 19 and len({row["version"] for row in PYTEST_ROWS}) == 10
-    for row in PYTEST_ROWS:
-        assert select_command(row["test_command"], row["tests"], frozenset(row["files"])) == row["narrowed"], row[
-            "instance_id"
-        ]
+def test_validated_rows_are_narrowed_as_their_validated_runs_were():
+    assert (len(ROWS_RUN), len(PYTEST_ROWS), len({row["version"] for row in PYTEST_ROWS})) == (33, 19, 10)
+    for row in ROWS_RUN:
+        narrowed = select_command(row["test_command"], row["tests"], frozenset(row["files"]))
+        assert narrowed == row["narrowed"], row["instance_id"]
 
 
-def test_misread_ids_in_the_pytest_rows_are_never_passed_to_pytest():
-    # `[100%]` (5262) and `test_capsysbinary.py::test_hello` (7521) are a parser's misreadings
-    # of pytester output, not node ids: as arguments, pytest stops with "file not found".
-    # `test_valid_idents[:::]` (7324): pytest < 7 cannot select such parameters.
-    by_id = {row["instance_id"]: row for row in PYTEST_ROWS}
+def test_ids_pytest_cannot_select_are_never_passed_to_it():
+    # `[100%]` (pytest 5262) and `test_capsysbinary.py::test_hello` (7521) are a parser's
+    # misreadings of pytester output, not node ids: as arguments, pytest stops with "file not
+    # found". `test_valid_idents[:::]` (7324): pytest < 7 cannot select such parameters.
+    # `test_stdin[/mymodule.py]` (pylint 6528, 7080, 7277): SWE-bench's parser shortened a path.
+    by_id = {row["instance_id"]: row for row in ROWS_RUN}
     assert "[100%]" in by_id["pytest-dev__pytest-5262"]["tests"]
     assert "test_capsysbinary.py::test_hello" in by_id["pytest-dev__pytest-7521"]["tests"]
-    for row in PYTEST_ROWS:
+    for row in ROWS_RUN:
         arguments = shlex.split(row["narrowed"])
         assert "[100%]" not in arguments and "test_capsysbinary.py::test_hello" not in arguments
         assert not any("[" in a and "::" in a.split("[", 1)[1] for a in arguments), row["instance_id"]
@@ -89,7 +92,7 @@ def test_misread_ids_in_the_pytest_rows_are_never_passed_to_pytest():
 
 def test_pytest_7324_gold_run_reads_every_required_test_passed():
     log = (FIXTURES / "pytest-dev__pytest-7324.gold.log").read_text()
-    row = next(row for row in PYTEST_ROWS if row["instance_id"] == "pytest-dev__pytest-7324")
+    row = next(row for row in ROWS_RUN if row["instance_id"] == "pytest-dev__pytest-7324")
     statuses = log_parser("swebench", "pytest-dev/pytest")(log)
     assert {test: statuses.get(test) for test in row["tests"]} == dict.fromkeys(row["tests"], "PASSED")
     assert len(row["tests"]) == 61

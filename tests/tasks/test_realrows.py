@@ -57,7 +57,15 @@ PYTEST_ROWS = (
     "pytest-dev__pytest-10081",
     "pytest-dev__pytest-10356",
 )
-ROWS = ("pallets__flask-5014", *PYTEST_ROWS)
+# Rows of other repositories that validated on 2026-12-05 with no network (pylint-dev__pylint-4661
+# needs `appdirs`, which its environment lacks; 6 of requests' need the network).
+OTHER_ROWS = (
+    "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
+    "psf__requests-6028", "pylint-dev__pylint-4551", "pylint-dev__pylint-4604", "pylint-dev__pylint-4970",
+    "pylint-dev__pylint-6386", "pylint-dev__pylint-6528", "pylint-dev__pylint-6903", "pylint-dev__pylint-7080",
+    "pylint-dev__pylint-7277", "pylint-dev__pylint-8898",
+)  # fmt: skip
+ROWS = (*OTHER_ROWS, *PYTEST_ROWS)
 # Pairs of rows of one (repo, version) spec: they must share one environment.
 SAME_SPEC = (
     ("pytest-dev__pytest-10051", "pytest-dev__pytest-10081"),
