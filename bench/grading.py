@@ -92,11 +92,17 @@ def main() -> None:
     parser.add_argument("--tasks", default=",".join(TASKS), help="comma-separated built-in task ids")
     parser.add_argument("--json", type=Path, default=None, help="where to write the figures")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat}: give at least 1 repetition")
     from agent_env import prepare_environments
     from sandboxes import make_sandbox
     from tasks import builtin_tasks, load_task
 
-    tasks = builtin_tasks([t for t in args.tasks.split(",") if t]) + [load_task(PYTEST_FIXTURE)]
+    wanted = [t for t in args.tasks.split(",") if t]
+    known = {task.id for task in builtin_tasks()}
+    if unknown := [t for t in wanted if t not in known]:
+        parser.error(f"--tasks: no built-in task {', '.join(unknown)} (`python -m tasks list` shows them)")
+    tasks = builtin_tasks(wanted) + [load_task(PYTEST_FIXTURE)]
     prepare_environments(tasks, args.backend)
 
     def factory(spec):
