@@ -567,6 +567,24 @@ def parseable(log: str) -> str:
     return "\n".join(line[:MAX_LOG_LINE] for line in log.split("\n"))
 
 
+def with_cut_ids(statuses: dict[str, str], wanted: list[str]) -> dict[str, str]:
+    """`statuses`, plus a status for each wanted id that an older parser cut at a space
+    (`test_x[ceci` of `test_x[ceci n'est pas un meta]`, astropy 13236) and that today's
+    parser reports whole: passed only if every test it stands for passed."""
+    out = dict(statuses)
+    for test in wanted:
+        if test in out or "[" not in test or test.endswith("]"):
+            continue
+        found = [
+            status
+            for name, status in statuses.items()
+            if name.startswith(test) and name[len(test) : len(test) + 1].isspace()
+        ]
+        if found:
+            out[test] = next((status for status in found if status != PASSED), PASSED)
+    return out
+
+
 def _log_statuses(task: Task, log: str) -> tuple[dict[str, str], str]:
     """What the verdict run's log says of each test, for reports and to downgrade a verdict
     (never to pass a test): the task's own parser, which must not raise on any log."""
@@ -636,6 +654,7 @@ def _verdict(task: Task, dropped_before: tuple[tuple[str, str], ...], runs: _Run
     output = runs.verdict.output
     statuses, unreadable = _log_statuses(task, output)
     wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    statuses = with_cut_ids(statuses, wanted)
     passed_run = runs.verdict.exit_code == 0
     for twin, result in runs.twins:
         if result is not None and result.exit_code == 0 and not result.timed_out:

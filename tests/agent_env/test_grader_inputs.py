@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agent_env.canaries import _changed_literal, _literal_replacement, expectation_twin, locate, tail_twin
-from agent_env.grading import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable
+from agent_env.grading import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable, with_cut_ids
 from agent_env.protected import ProtectionRule, config_change_allowed, filter_patch, split_patch
 from agent_env.selection import directives_of, runner_of, select_command
 from tasks.log_parsers import log_parser
@@ -204,3 +204,14 @@ def test_a_changed_expected_literal_is_of_the_same_type_and_never_equal(value, s
         assert type(changed) is type(value)
     else:  # no other value of that type to expect (inf + k is inf): the twin falls back
         assert _literal_replacement(ast.parse(repr(value), mode="eval").body, random.Random(seed)) is None
+
+
+def test_an_id_an_older_parser_cut_at_a_space_reads_the_whole_ids_status():
+    # astropy 13236 lists `test_non_mapping_init[ceci`; today's parser reports the whole id
+    statuses = {"t.py::f[ceci n'est pas]": "PASSED", "t.py::g[a b]": "PASSED", "t.py::g[a c]": "FAILED"}
+    wanted = ["t.py::f[ceci", "t.py::g[a", "t.py::h[x", "t.py::f[cec"]
+    assert with_cut_ids(statuses, wanted) == {
+        **statuses,
+        "t.py::f[ceci": "PASSED",
+        "t.py::g[a": "FAILED",  # one of the tests it stands for failed
+    }  # `h[x`: nothing reported; `f[cec`: a prefix of a word is no cut id

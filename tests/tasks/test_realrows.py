@@ -58,9 +58,13 @@ PYTEST_ROWS = (
     "pytest-dev__pytest-10356",
 )
 # Rows of other repositories that validated on 2026-12-05 with no network (pylint-dev__pylint-4661
-# needs `appdirs`, which its environment lacks; 6 of requests' need the network).
+# needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
+# and 13398 fail with the gold patch in their environments, and its 1.3 and 3.1 environments
+# do not build).
 OTHER_ROWS = (
-    "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
+    "astropy__astropy-12907", "astropy__astropy-13236", "astropy__astropy-13453", "astropy__astropy-13579",
+    "astropy__astropy-13977", "astropy__astropy-14096", "astropy__astropy-14182", "astropy__astropy-14309",
+    "astropy__astropy-14369", "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
     "psf__requests-6028", "pylint-dev__pylint-4551", "pylint-dev__pylint-4604", "pylint-dev__pylint-4970",
     "pylint-dev__pylint-6386", "pylint-dev__pylint-6528", "pylint-dev__pylint-6903", "pylint-dev__pylint-7080",
     "pylint-dev__pylint-7277", "pylint-dev__pylint-8898",
