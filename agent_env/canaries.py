@@ -308,7 +308,7 @@ def _nested_statements(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for statement in body:
         out.append(statement)
-        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
         for field in ("body", "orelse", "finalbody"):
             out += _nested_statements(getattr(statement, field, []) or [])

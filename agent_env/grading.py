@@ -562,9 +562,10 @@ def parseable(log: str) -> str:
     quadratic in a line's length (psf/requests': 35 s for one 100 KB line, 211 s for 256 KB),
     and the tested code writes the log; a cut line keeps its start, where the test id is,
     and the longest id in Verified has 374 characters."""
-    if all(len(line) <= MAX_LOG_LINE for line in log.split("\n")):
+    lines = log.split("\n")
+    if all(len(line) <= MAX_LOG_LINE for line in lines):
         return log
-    return "\n".join(line[:MAX_LOG_LINE] for line in log.split("\n"))
+    return "\n".join(line[:MAX_LOG_LINE] for line in lines)
 
 
 def with_cut_ids(statuses: dict[str, str], wanted: list[str]) -> dict[str, str]:
