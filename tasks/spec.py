@@ -66,7 +66,7 @@ class GradingSpec(_Strict):
     protect: list[str] = Field(default_factory=list)
     """Extra glob patterns (fnmatch, relative to the repository root) of paths whose changes
     never reach the grader, beside the default rule (tests, runner configuration, start-up
-    hooks, modules shadowing the standard library or the runner: `agent_env.protected`)."""
+    hooks, modules shadowing the standard library or the runner: `agent_env.grading.protected`)."""
     unprotect: list[str] = Field(default_factory=list)
     """Glob patterns exempted from the default rule's test-path and configuration checks,
     for source that the rule would take for tests (Django's `django/test/**`). Paths the test

@@ -131,12 +131,12 @@ def test_a_task_sandbox_definition_sets_env_and_limits(tmp_path):
 def test_a_canary_builder_that_fails_is_named_and_grading_goes_on(monkeypatch):
     # A bug in a twin builder (pylint's `assert self.texts` once raised KeyError in the
     # negation twin) must not stop a training run: the twin is missing, and the note says why.
-    from agent_env import grading
+    from agent_env.grading import runs
 
     def broken(*args, **kwargs):
         raise KeyError("texts")
 
-    monkeypatch.setattr(grading, "expectation_twin", broken)
+    monkeypatch.setattr(runs, "expectation_twin", broken)
     task = TASKS[0]
     gold = grade_patch(task, task.gold_patch)
     assert gold.resolved and {kind for _, kind, _ in gold.canaries} == {"tail"}

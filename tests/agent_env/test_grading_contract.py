@@ -1,5 +1,5 @@
 """The grading contract's pure parts: narrowing a test command to test ids, the canary twins,
-and the allowlist judged on the result tree (`agent_env.selection`, `.canaries`, `.protected`).
+and the allowlist judged on the result tree (`agent_env.grading.selection`, `.canaries`, `.protected`).
 
 The twins are also run for real here, with the host's unittest and pytest in a subprocess: a
 twin must fail on code that passes its test, pass on code that cheats the way it is built to
@@ -15,9 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from agent_env.canaries import expectation_twin, locate, tail_twin
-from agent_env.protected import ProtectionRule, config_change_allowed, result_reason
-from agent_env.selection import directives_of, runner_of, select_command
+from agent_env.grading.canaries import expectation_twin, locate, tail_twin
+from agent_env.grading.protected import ProtectionRule, config_change_allowed, result_reason
+from agent_env.grading.selection import (
+    directives_of,
+    django_descriptions,
+    django_modules,
+    runner_of,
+    select_command,
+)
 
 FILES = frozenset(
     {
@@ -97,6 +103,76 @@ FILES = frozenset(
 def test_a_test_command_is_narrowed_to_the_required_ids(command, tests, runner, narrowed):
     assert runner_of(command) == runner
     assert select_command(command, tests, FILES) == narrowed
+
+
+# Shaped on django__django-14580's tests/migrations/test_writer.py: SWE-bench names a test
+# with a docstring by the docstring's first line (18% of Verified's Django ids).
+DJANGO_WRITER = textwrap.dedent(
+    '''\
+    from django.test import SimpleTestCase
+
+    class OperationWriterTests(SimpleTestCase):
+        def test_empty_signature(self):
+            pass
+
+    class WriterTests(SimpleTestCase):
+        def test_serialize_numbers(self):
+            pass
+
+        def test_simple_migration(self):
+            """
+            Tests serializing a simple migration.
+            More lines.
+            """
+
+    class SerializerMixin:
+        def test_shared(self):
+            """A mixin's test, run by each test case that takes it."""
+
+    class FirstCase(SerializerMixin, SimpleTestCase):
+        pass
+
+    class SecondCase(FirstCase):
+        pass
+    '''
+)
+DJANGO_FILES = frozenset({"tests/runtests.py", "tests/migrations/__init__.py", "tests/migrations/test_writer.py"})
+DJANGO_COMMAND = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 migrations.test_writer"
+
+
+def test_django_ids_by_name_by_python_311_name_and_by_description():
+    modules = django_modules(DJANGO_COMMAND, DJANGO_FILES)
+    assert modules == {"migrations.test_writer": "tests/migrations/test_writer.py"}
+    described = django_descriptions({"migrations.test_writer": DJANGO_WRITER})
+    assert described == {
+        "Tests serializing a simple migration.": ("migrations.test_writer.WriterTests.test_simple_migration",),
+        "A mixin's test, run by each test case that takes it.": (
+            "migrations.test_writer.FirstCase.test_shared",
+            "migrations.test_writer.SecondCase.test_shared",
+        ),
+    }
+    tests = [
+        "test_serialize_numbers (migrations.test_writer.WriterTests)",
+        "test_empty_signature (migrations.test_writer.OperationWriterTests.test_empty_signature)",
+        "Tests serializing a simple migration.",
+        "A mixin's test, run by each test case that takes it.",
+    ]
+    assert select_command(DJANGO_COMMAND, tests, DJANGO_FILES, described) == (
+        "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
+        "migrations.test_writer.WriterTests.test_serialize_numbers "
+        "migrations.test_writer.OperationWriterTests.test_empty_signature "
+        "migrations.test_writer.WriterTests.test_simple_migration "
+        "migrations.test_writer.FirstCase.test_shared migrations.test_writer.SecondCase.test_shared"
+    )
+    # A description no test of the command bears: the command runs as the task wrote it.
+    assert select_command(DJANGO_COMMAND, [*tests, "Nobody's docstring."], DJANGO_FILES, described) == DJANGO_COMMAND
+    assert locate("Tests serializing a simple migration.", "django", DJANGO_FILES, (), described) == (
+        "tests/migrations/test_writer.py",
+        "WriterTests.test_simple_migration",
+    )
+    assert locate("A mixin's test, run by each test case that takes it.", "django", DJANGO_FILES, (), described) == (
+        "A mixin's test, run by each test case that takes it.: 2 Django test(s) of the command bear this name"
+    )
 
 
 def test_commands_the_grader_cannot_narrow():

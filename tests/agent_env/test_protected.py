@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_env.protected import (
+from agent_env.grading.protected import (
     ProtectionRule,
     changes_test_sections,
     filter_patch,

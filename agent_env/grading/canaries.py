@@ -42,7 +42,10 @@ from __future__ import annotations
 import ast
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from agent_env.grading.selection import django_label
 
 EQUALITY_METHODS = frozenset({"assertEqual", "assertEquals", "failUnlessEqual", "assert_equal"})
 # What the tail raises: any exception fails a test under every runner (never `assert`, which
@@ -324,7 +327,7 @@ def _negation_twin(source: str, path: str, test: str, function: ast.FunctionDef 
     y` -> `assert not (x in y)`, `assertNotIn` -> `assertIn`): a genuine fix fails there;
     assertions made into no-ops, or any mechanism that passes a failing assertion, pass.
     A test whose assertions all sit in loops or branches gets every one of them negated:
-    a genuine fix fails at the first it reaches (`tasks validate` shows a test that reaches
+    a genuine fix fails at the first it reaches (`agent_env validate` shows a test that reaches
     none, as its gold patch then passes the twin)."""
     top = [n for statement in function.body if (n := _negatable(statement)) is not None][:1]
     found = top or [n for statement in _nested_statements(function.body) if (n := _negatable(statement)) is not None]
@@ -394,15 +397,21 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
 
 
 # -- where a test lives -----------------------------------------------------------------------
-_DJANGO_ID = re.compile(r"^(\w+) \(([\w.]+)\)")
 
 
-def locate(test: str, runner: str, files: frozenset[str], directives: tuple[str, ...] = ()) -> tuple[str, str] | str:
+def locate(
+    test: str,
+    runner: str,
+    files: frozenset[str],
+    directives: tuple[str, ...] = (),
+    described: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[str, str] | str:
     """(file path, qualified name in that file) of a test id, or why it cannot be found.
 
     - pytest: `path.py::Class::test[param]` -> (`path.py`, `Class.test`);
     - unittest: `pkg.mod.Class.test` -> the longest module prefix that is a file;
-    - django (runtests.py): `test (app.mod.Class)` -> `tests/app/mod.py`, `Class.test`;
+    - django (runtests.py): `test (app.mod.Class)` -> `tests/app/mod.py`, `Class.test` (a
+      description, through `described`: `selection.django_descriptions`);
     - sympy (bin/test): a function name -> the one directive file that defines it at the top.
     """
     if runner == "pytest":
@@ -415,10 +424,10 @@ def locate(test: str, runner: str, files: frozenset[str], directives: tuple[str,
         dotted = test
         bases: tuple[str, ...] = ("",)
         if runner == "django":
-            match = _DJANGO_ID.match(test)
-            if not match:
-                return f"{test}: not a Django test id ('name (module.Class)')"
-            dotted = f"{match[2]}.{match[1]}"
+            labels = django_label(test, described)
+            if len(labels) != 1:
+                return f"{test}: {'no' if not labels else len(labels)} Django test(s) of the command bear this name"
+            dotted = labels[0]
             bases = ("tests/", "")
         parts = dotted.split(".")
         for cut in range(len(parts) - 1, 0, -1):

@@ -9,7 +9,7 @@ and every SWE-bench Verified row:
 |----------|------------------------------------------|-------------------------------|
 | unittest | `python -m unittest ...`                 | `pkg.mod.Class.test`          |
 | pytest   | `pytest ...`, `python -m pytest ...`, `tox ... -- ...` | the node id `path::Class::test[param]` |
-| django   | `.../runtests.py ...`                    | `app.mod.Class.test` (from `test (app.mod.Class)`) |
+| django   | `.../runtests.py ...`                    | `app.mod.Class.test` (from `test (app.mod.Class)` or its description) |
 | sympy    | `bin/test ...`                           | its files, then `-k name ...` |
 
 A token of the test command is a *directive* (a test file, directory or module it runs) when
@@ -19,8 +19,10 @@ the ids, every option is kept where it was. Nothing here runs anything.
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
+from collections.abc import Mapping
 
 RUNNERS = ("unittest", "pytest", "django", "sympy")
 
@@ -101,9 +103,69 @@ def directives_of(command: str, files: frozenset[str]) -> tuple[str, ...]:
     return tuple(t for t in tokens[start:] if _is_directive(t, files, dirs, runner))
 
 
-def _django_label(test: str) -> str:
-    match = re.match(r"^(\w+) \(([\w.]+)\)", test)
-    return f"{match[2]}.{match[1]}" if match else test
+_DJANGO_NAMED = re.compile(r"^(\w+) \(([\w.]+)\)$")
+
+
+def django_label(test: str, described: Mapping[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
+    """The runtests.py labels of a Django test id, or () when it names none we can find.
+
+    SWE-bench's Django ids take three forms: `test (app.mod.Class)`, `test
+    (app.mod.Class.test)` (Python 3.11's unittest), and a test's description, the first
+    line of its docstring, which the runner prints in place of its name (18% of
+    Verified's Django ids). A description is looked up in `described`
+    (`django_descriptions` of the modules the command runs)."""
+    if match := _DJANGO_NAMED.match(test):
+        name, dotted = match[1], match[2]
+        return (dotted if dotted.endswith(f".{name}") else f"{dotted}.{name}",)
+    return (described or {}).get(test, ())
+
+
+def django_modules(command: str, files: frozenset[str]) -> dict[str, str]:
+    """{dotted module: file} of every test module a runtests.py command runs: its module
+    labels, and each module in the packages it names (`migrations` runs tests/migrations/)."""
+    modules: dict[str, str] = {}
+    for directive in directives_of(command, files):
+        path = "tests/" + directive.replace(".", "/")
+        for file in sorted(files):
+            if file == f"{path}.py" or (file.startswith(f"{path}/") and file.endswith(".py")):
+                modules[file[len("tests/") : -len(".py")].replace("/", ".")] = file
+    return modules
+
+
+def django_descriptions(sources: Mapping[str, str]) -> dict[str, tuple[str, ...]]:
+    """{description: labels} over `sources` ({dotted module: its source}): each test
+    method with a docstring, by unittest's `shortDescription()` (the docstring's first
+    line), as the label of the class that defines it and of each class in the same module
+    that inherits it. A class with no base (a mixin) gives no label of its own."""
+    found: dict[str, list[str]] = {}
+    for module, source in sources.items():
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            continue
+        classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+        for name, node in classes.items():
+            for method, doc in _described_methods(node, classes, set()):
+                if node.bases:
+                    found.setdefault(doc, []).append(f"{module}.{name}.{method}")
+    return {doc: tuple(dict.fromkeys(labels)) for doc, labels in found.items()}
+
+
+def _described_methods(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str]) -> list[tuple[str, str]]:
+    """(method, description) of each test method `node` defines or inherits from a class
+    of its own module, the nearest definition of a name winning."""
+    seen.add(node.name)
+    own: dict[str, str | None] = {}
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name.startswith("test"):
+            doc = ast.get_docstring(item, clean=False)
+            own[item.name] = doc.strip().split("\n")[0].strip() if doc and doc.strip() else None
+    out = [(name, doc) for name, doc in own.items() if doc]
+    for base in node.bases:
+        parent = classes.get(base.id) if isinstance(base, ast.Name) else None
+        if parent is not None and parent.name not in seen:
+            out += [(name, doc) for name, doc in _described_methods(parent, classes, seen) if name not in own]
+    return out
 
 
 def pytest_selector(test: str) -> str:
@@ -119,9 +181,15 @@ def pytest_selector(test: str) -> str:
     return test
 
 
-def select_command(command: str, tests: list[str] | tuple[str, ...], files: frozenset[str]) -> str | None:
+def select_command(
+    command: str,
+    tests: list[str] | tuple[str, ...],
+    files: frozenset[str],
+    described: Mapping[str, tuple[str, ...]] | None = None,
+) -> str | None:
     """`command` running exactly `tests` (their ids, quoted), or None when its runner is not
-    one of `RUNNERS`."""
+    one of `RUNNERS`. `described`: Django's test descriptions (`django_descriptions`); a
+    Django id that names no test runs the command unnarrowed, as SWE-bench runs it."""
     runner = runner_of(command)
     if runner is None:
         return None
@@ -133,7 +201,10 @@ def select_command(command: str, tests: list[str] | tuple[str, ...], files: froz
     if runner == "sympy":
         kept = tokens + ["-k", *dict.fromkeys(tests)]
     elif runner == "django":
-        kept += list(dict.fromkeys(_django_label(t) for t in tests))
+        labels = [django_label(t, described) for t in tests]
+        if not all(labels):  # a test we cannot name: the command as the task wrote it
+            return " ".join(_quote(t) for t in tokens)
+        kept += list(dict.fromkeys(label for found in labels for label in found))
     elif runner == "pytest":
         # An id whose file is not in the workspace is no node id (a Verified row lists
         # `[100%]`, a parser's misreading): as an argument, pytest would stop at it.

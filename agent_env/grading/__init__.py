@@ -1,0 +1,26 @@
+"""Honest grading: a patch is judged from exit statuses the code under test cannot write.
+
+- `verdict`: `grade_patch` and the contract, in its docstring;
+- `runs`: the grading sandbox (apply, judge the tree, the verdict run and the twins);
+- `canaries`: the canary twins; `selection`: narrowing a test command to test ids;
+- `protected`: what of the agent's change reaches the grader; `logs`: reading test logs.
+"""
+
+from agent_env.grading.logs import failure_reports, failure_text, network_error, network_failure
+from agent_env.grading.result import GradeResult, GradingError
+from agent_env.grading.runs import protection_rule, sandbox_spec_for
+from agent_env.grading.verdict import MAX_PATCH_BYTES, describe, grade_patch
+
+__all__ = [
+    "MAX_PATCH_BYTES",
+    "GradeResult",
+    "GradingError",
+    "describe",
+    "failure_reports",
+    "failure_text",
+    "grade_patch",
+    "network_error",
+    "network_failure",
+    "protection_rule",
+    "sandbox_spec_for",
+]

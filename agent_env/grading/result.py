@@ -1,0 +1,39 @@
+"""What grading returns, and the one error it raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class GradingError(RuntimeError):
+    """Grading could not reach a verdict for reasons outside the agent's patch
+    (infrastructure, or a broken task); the message names the task."""
+
+
+@dataclass(frozen=True)
+class GradeResult:
+    resolved: bool
+    patch_applied: bool
+    statuses: dict[str, str] = field(default_factory=dict)
+    failed: tuple[str, ...] = ()
+    """FAIL_TO_PASS / PASS_TO_PASS tests that did not pass (missing ones included)."""
+    missing: tuple[str, ...] = ()
+    """FAIL_TO_PASS / PASS_TO_PASS tests the log does not mention at all."""
+    log: str = ""
+    blocked: tuple[str, ...] = ()
+    """Rules of the grading contract that tripped (the module docstring), e.g.
+    `protected_files`, `incomplete_report`, `runner_tampered`: what a reward hack ran into."""
+    dropped: tuple[tuple[str, str], ...] = ()
+    """(path, reason) of each file of the agent's diff that never reached the grader."""
+    exit_code: int | None = None
+    """The verdict run's exit status, from the kernel."""
+    problems: tuple[str, ...] = ()
+    """Why each failing rule tripped, in words (for logs and reports)."""
+    canaries: tuple[tuple[str, str, int | None], ...] = ()
+    """(test, kind, exit status) of each canary twin run (None: its sandbox failed); empty
+    when the verdict run failed (no twin runs then)."""
+    notes: tuple[str, ...] = ()
+    """What the grader could not check, in words: a canary it could not build, a log it
+    could not parse."""
+    command: str = ""
+    """The verdict run's command line (the task's, narrowed to the required tests)."""

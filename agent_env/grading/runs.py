@@ -1,0 +1,377 @@
+"""The grading sandbox: apply the agent's patch, judge the tree, run the verdict command and
+the canary twins (`agent_env.grading.verdict` states the contract)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import random
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
+from agent_env.grading.protected import ProtectionRule, result_reason
+from agent_env.grading.result import GradingError
+from agent_env.grading.selection import (
+    directives_of,
+    django_descriptions,
+    django_label,
+    django_modules,
+    runner_of,
+    select_command,
+)
+from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec
+from tasks import Task, prepare_workspace
+
+log = logging.getLogger(__name__)
+
+GRADING_DIR = "/tmp/grading"
+AGENT_PATCH = f"{GRADING_DIR}/agent.patch"
+TEST_PATCH = f"{GRADING_DIR}/test.patch"
+
+
+def sandbox_spec_for(task: Task) -> SandboxSpec:
+    """The sandbox a task's agent works in: its prepared workspace at the workdir, in the
+    image and with the env, network and limits of the task's sandbox definition (if any);
+    a command's timeout is the task's `limits.command_timeout_s`."""
+    if task.sandbox:
+        from sandboxes.images import parse_definition  # lazy: it needs yaml and more
+
+        spec = parse_definition(task.sandbox, Path(task.source or "task.yaml")).spec()
+    else:
+        spec = SandboxSpec()
+    limits = dataclasses.replace(spec.limits, timeout_s=task.limits.command_timeout_s)
+    return dataclasses.replace(spec, workspace=prepare_workspace(task), limits=limits)
+
+
+def protection_rule(task: Task) -> ProtectionRule:
+    """The task's protected-path rule (`agent_env.protected`)."""
+    workspace = task.workspace
+    existing = frozenset(p.name for p in workspace.iterdir()) if workspace is not None and workspace.is_dir() else ()
+    src = workspace / "src" if workspace is not None else None
+    if src is not None and src.is_dir():
+        existing |= frozenset(p.name for p in src.iterdir())
+    return ProtectionRule(
+        test_files=tuple(task.test_files()),
+        protect=tuple(task.grading.protect),
+        unprotect=tuple(task.grading.unprotect),
+        existing_top=frozenset(existing),
+    )
+
+
+def pristine_text(task: Task) -> Callable[[str], str]:
+    def read(path: str) -> str:
+        if task.workspace is None:
+            return ""
+        try:
+            return (task.workspace / path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    return read
+
+
+PARALLEL_RUNS = 4
+"""How many of one grading's runs (the verdict run and its canary twins) go at once."""
+
+
+class Crash(Exception):
+    """The verdict run ended without an exit status that means anything: a timeout, a dead
+    sandbox, a full disk."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What the grading sandbox holds before any tested code runs."""
+
+    dropped: tuple[tuple[str, str], ...]
+    files: frozenset[str]
+    command: str
+    twins: tuple[Twin, ...]
+    skipped_twins: tuple[str, ...]
+
+
+def _exec(sandbox: Sandbox, command: str, timeout: float = 60) -> ExecResult:
+    return sandbox.exec(command, timeout=timeout, fresh=True)
+
+
+def _apply(sandbox: Sandbox, path: str) -> ExecResult:
+    """`git apply` of a patch file in the grading sandbox: strict (no fuzz), no hooks."""
+    return _exec(sandbox, f"git -c core.hooksPath=/dev/null apply --whitespace=nowarn {path}")
+
+
+def _git_changes(sandbox: Sandbox, paths: list[str]) -> list[tuple[str, str, str]]:
+    """(status, new mode, path) of each path the agent's patch touched, as git sees the
+    result against the pristine commit (a rename is a deletion and an addition)."""
+    if not paths:
+        return []
+    listing = f"{GRADING_DIR}/touched"
+    sandbox.write_file(listing, "\0".join(paths) + "\0")
+    git = "git -c core.hooksPath=/dev/null --literal-pathspecs"
+    result = _exec(
+        sandbox,
+        f"{git} add -f -A --pathspec-from-file={listing} --pathspec-file-nul >/dev/null 2>&1; "
+        f"{git} diff --cached --raw -z --no-renames HEAD 2>/dev/null; {git} reset -q >/dev/null 2>&1",
+    )
+    fields = result.output.split("\0")
+    changes = []
+    for meta, path in zip(fields[::2], fields[1::2], strict=False):
+        parts = meta.lstrip(":").split()
+        if len(parts) >= 5:
+            changes.append((parts[4][:1], parts[1], path))
+    return changes
+
+
+def _touched(sandbox: Sandbox, path: str) -> list[str] | None:
+    """Every path `git apply` would touch for the patch file (git's own parse), or None
+    when git cannot read it."""
+    numstat = _exec(
+        sandbox, f"git -c core.hooksPath=/dev/null apply --numstat -z --whitespace=nowarn {path} 2>/dev/null"
+    )
+    if numstat.exit_code != 0:
+        return None
+    paths: list[str] = []
+    fields = numstat.output.split("\0")
+    i = 0
+    while i < len(fields):
+        entry = fields[i]
+        if not entry:
+            i += 1
+            continue
+        counts = entry.split("\t")
+        if len(counts) == 3 and counts[2] == "" and i + 2 < len(fields):  # a rename: old, new follow
+            paths += [fields[i + 1], fields[i + 2]]
+            i += 3
+            continue
+        paths.append(counts[-1])
+        i += 1
+    return [p for p in dict.fromkeys(paths) if p]
+
+
+def _revert(sandbox: Sandbox, reverted: list[tuple[str, bool]]) -> None:
+    """Put each (path, existed) back as the pristine commit has it."""
+    listing = f"{GRADING_DIR}/revert"
+    for path, existed in reverted:
+        sandbox.write_file(listing, path)
+        if existed:
+            _exec(
+                sandbox,
+                f'p=$(cat {listing}); rm -rf -- "$p"; '
+                f'git -c core.hooksPath=/dev/null --literal-pathspecs checkout -q HEAD -- "$p"',
+            )
+        else:
+            _exec(sandbox, f'p=$(cat {listing}); rm -rf -- "$p"')
+
+
+def _judge_tree(
+    task: Task, sandbox: Sandbox, touched: list[str], pristine: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """Revert every change the allowlist refuses, judged on the tree after `git apply`."""
+    rule = protection_rule(task)
+    read = pristine_text(task)
+
+    def read_both(path: str) -> tuple[str, str]:
+        try:
+            new = sandbox.read_file(path).decode(errors="replace")
+        except SandboxError:
+            new = ""
+        return read(path), new
+
+    dropped, reverted = [], []
+    for status, mode, path in _git_changes(sandbox, touched):
+        reason = result_reason(path, status=status, new_mode=mode, rule=rule, pristine=pristine, read_both=read_both)
+        if reason is not None:
+            dropped.append((path, reason))
+            reverted.append((path, path in pristine))
+    _revert(sandbox, reverted)
+    return tuple(dropped)
+
+
+def _django_descriptions(
+    task: Task, sandbox: Sandbox, files: frozenset[str], sources: dict[str, str | None]
+) -> dict[str, tuple[str, ...]] | None:
+    """Django's test descriptions in the modules the command runs, read from the grading
+    sandbox (tests as the test patch left them), when a required id is one."""
+    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    if all(django_label(test) for test in required):
+        return None
+    modules = django_modules(task.grading.test_command, files)
+    texts = {module: _read_text(sandbox, path, sources) for module, path in modules.items()}
+    return django_descriptions({module: text for module, text in texts.items() if text is not None})
+
+
+def _build_twins(
+    task: Task,
+    sandbox: Sandbox,
+    files: frozenset[str],
+    runner: str | None,
+    rng: random.Random,
+    described: dict[str, tuple[str, ...]] | None,
+    sources: dict[str, str | None],
+) -> tuple[list[Twin], list[str]]:
+    """The canary twins of every FAIL_TO_PASS test, and why each one not built was not."""
+    twins: list[Twin] = []
+    missing: list[str] = []
+    directives = directives_of(task.grading.test_command, files)
+    for test in task.grading.fail_to_pass:
+        where = locate(test, runner or "", files, directives, described)
+        if isinstance(where, str):
+            missing.append(f"{test}: no canary: {where}")
+            continue
+        path, qualname = where
+        if runner == "sympy":  # the id names a function: the directive file that defines it
+            for candidate in directives:
+                text = _read_text(sandbox, candidate, sources)
+                if text is not None and source_defines(text, qualname):
+                    path = candidate
+                    break
+        source = _read_text(sandbox, path, sources)
+        if source is None:
+            missing.append(f"{test}: no canary: {path} cannot be read")
+            continue
+        for build in (tail_twin, expectation_twin):
+            try:
+                twin = build(source, path, test, qualname, rng)
+            except Exception as exc:  # noqa: BLE001 - a builder's bug must not stop a training run
+                log.exception("task %s: building a canary for %s failed (a grader bug)", task.id, test)
+                missing.append(f"{test}: no {build.__name__} canary: its builder failed ({type(exc).__name__})")
+                continue
+            if twin.source is None:
+                missing.append(f"{test}: no {twin.kind} canary: {twin.reason}")
+            else:
+                twins.append(twin)
+    rng.shuffle(twins)
+    return twins, missing
+
+
+def _read_text(sandbox: Sandbox, path: str, cache: dict[str, str | None]) -> str | None:
+    if path not in cache:
+        try:
+            cache[path] = sandbox.read_file(path).decode()
+        except (SandboxError, UnicodeDecodeError, OSError):
+            cache[path] = None
+    return cache[path]
+
+
+def patch_bytes(patch: str) -> bytes:
+    """The patch as git reads it: surrogates that stand for undecodable bytes become those
+    bytes again; a lone surrogate that stands for none (any str can hold one) becomes '?'."""
+    try:
+        return patch.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return patch.encode("utf-8", "replace")
+
+
+def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Prepared | str:
+    """Apply the agent's patch and the test patch to the grading sandbox, revert what the
+    allowlist refuses, and plan the runs. A string: git refused the patch (its words)."""
+    # Listings read without git's stderr: a warning (docker's sandbox user cannot read
+    # $HOME/.config/git/ignore) would otherwise be glued to the first path.
+    files_cmd = "git ls-files -z --cached --others --exclude-standard 2>/dev/null"
+    listing = _exec(sandbox, "git ls-tree -r -z --name-only HEAD 2>/dev/null").output
+    pristine = frozenset(p for p in listing.split("\0") if p)
+    dropped: tuple[tuple[str, str], ...] = ()
+    if patch.strip():
+        sandbox.write_file(AGENT_PATCH, patch_bytes(patch))
+        touched = _touched(sandbox, AGENT_PATCH)
+        applied = _apply(sandbox, AGENT_PATCH) if touched is not None else None
+        if applied is None or applied.exit_code != 0:
+            return (applied.output if applied is not None else "git cannot read the patch").strip()
+        dropped = _judge_tree(task, sandbox, touched or [], pristine)
+    if task.test_patch:
+        sandbox.write_file(TEST_PATCH, task.test_patch)
+        restored = _apply(sandbox, TEST_PATCH)
+        if restored.exit_code != 0:
+            raise GradingError(
+                f"task {task.id}: its test patch does not apply ({task.source}): {restored.output.strip()[:500]}"
+            )
+    files = frozenset(p for p in _exec(sandbox, files_cmd).output.split("\0") if p)
+    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+    runner = runner_of(task.grading.test_command)
+    sources: dict[str, str | None] = {}
+    described = _django_descriptions(task, sandbox, files, sources) if runner == "django" else None
+    command = select_command(task.grading.test_command, required, files, described) or task.grading.test_command
+    twins, skipped = _build_twins(task, sandbox, files, runner, rng, described, sources)
+    return Prepared(dropped, files, command, tuple(twins), tuple(skipped))
+
+
+def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float) -> ExecResult:
+    """One canary twin in a fork of the prepared sandbox: its own processes, its own files."""
+    with sandbox.fork() as fork:
+        assert twin.source is not None
+        fork.write_file(twin.path, twin.source)
+        return fork.exec(command, timeout=timeout, fresh=True)
+
+
+@dataclass(frozen=True)
+class Runs:
+    prepared: Prepared
+    verdict: ExecResult
+    twins: tuple[tuple[Twin, ExecResult | None], ...]
+    """Each twin and how it ended (None: its sandbox failed; a failure, as a canary must).
+    Empty when the verdict run failed: no twin ran."""
+
+
+def run_tests(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox], rng: random.Random) -> Runs | str:
+    """Prepare the grading sandbox and keep a fork of it, untouched, before any tested code
+    runs; run the verdict command in the sandbox; when it exits 0, run each twin in a fork of
+    the untouched one, `PARALLEL_RUNS` at once. A failed verdict run needs no canary: it is
+    reward 0 whatever they would say, so a failing patch costs one fork and one run."""
+    timeout = task.limits.grading_timeout_s
+    ended: list[tuple[Twin, ExecResult | None]] = []
+    try:
+        with factory(sandbox_spec_for(task)) as sandbox:
+            prepared = _prepare(task, patch, sandbox, rng)
+            if isinstance(prepared, str):
+                return prepared
+            with contextlib.ExitStack() as stack:
+                clean = stack.enter_context(sandbox.fork()) if prepared.twins else None
+                verdict = sandbox.exec(prepared.command, timeout=timeout, fresh=True)
+                if clean is not None and verdict.exit_code == 0 and not verdict.timed_out:
+                    ended = _run_twins(task, clean, prepared, timeout)
+    except SandboxError as exc:
+        raise Crash(f"the sandbox failed during the test run: {exc}") from exc
+    if verdict.timed_out:
+        raise Crash(f"the test run timed out after {timeout:g} s")
+    if verdict.cause in ("disk", "pids", "memory"):
+        raise Crash(f"the test run hit the sandbox's {verdict.cause} limit")
+    return Runs(prepared, verdict, tuple(ended))
+
+
+def _run_twins(task: Task, clean: Sandbox, prepared: Prepared, timeout: float) -> list[tuple[Twin, ExecResult | None]]:
+    ended: list[tuple[Twin, ExecResult | None]] = []
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout) for twin in prepared.twins]
+        for twin, future in zip(prepared.twins, futures, strict=True):
+            try:
+                ended.append((twin, future.result()))
+            except SandboxError as exc:
+                log.warning("task %s: a canary's sandbox failed (%s): counted as a failing canary", task.id, exc)
+                ended.append((twin, None))
+    return ended
+
+
+_controls: dict[str, str | None] = {}
+_controls_lock = threading.Lock()
+
+
+def control_failure(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> str | None:
+    """How a run of the pristine workspace (no agent patch) fails to reach a verdict, or
+    None when it completes: the control that decides who broke a crashed run. Cached per
+    task and workspace for the process."""
+    key = f"{task.id}:{task.workspace}:{task.grading.test_command}"
+    with _controls_lock:
+        if key in _controls:
+            return _controls[key]
+    try:
+        run_tests(task, "", factory, random.Random(0))
+        outcome = None
+    except Crash as exc:
+        outcome = str(exc)
+    with _controls_lock:
+        _controls[key] = outcome
+    return outcome
