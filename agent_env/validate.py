@@ -1,7 +1,7 @@
 """Proof that tasks work: the gold patch resolves each one, and the empty patch does not.
 
 `validate_tasks` grades every task for real (in `local` or `docker` sandboxes) and yields
-one `TaskValidation` per task as it is done; `python -m tasks validate` prints them. A task
+one `TaskValidation` per task as it is done; `python -m agent_env validate` prints them. A task
 that cannot run here (no clone, an environment that cannot be built, a required test that
 failed for want of the network) is `unavailable`, with the reason, apart from tasks that
 fail. `judge` holds the rules (dataset rows and authored tasks differ: tasks/README.md).

@@ -169,6 +169,29 @@ def load_task_set(
     return [by_id[i] for i in ids]
 
 
+def load_sources(
+    paths: Sequence[str], repo_cache: str | Path | None = None, instances: list[str] | None = None
+) -> list[Task]:
+    """The tasks of every command-line source (the built-in suite when none is named),
+    `instances` only when given; a `stream:NAME` source gives every task its phases pick
+    (variants included), once each."""
+    from tasks.streams import load_stream, stream_path
+
+    streams = [name for name in map(stream_path, paths) if name is not None]
+    sources = [path for path in paths if stream_path(path) is None]
+    tasks = (
+        list(load_task_set(sources or "builtin", instances or None, repo_cache=repo_cache))
+        if sources or not streams
+        else []
+    )
+    for name in streams:
+        tasks += [t for t in load_stream(name, repo_cache=repo_cache).tasks if not instances or t.id in instances]
+    first: dict[str, Task] = {}
+    for task in tasks:  # a stream's base tasks may also come from a source given beside it
+        first.setdefault(task.id, task)
+    return list(first.values())
+
+
 def _unknown_ids(unknown: list[str], sources: list[str], known: list[str]) -> str:
     """One line: the ids no source has, the sources searched, the closest known ids, and what
     to do (ids given in a config file apply to whatever sources are given with them)."""

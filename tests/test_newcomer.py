@@ -189,7 +189,7 @@ def test_an_interrupted_evaluation_keeps_what_finished_and_a_rerun_does_the_rest
 
 @needs_bwrap
 def test_an_interrupted_validation_says_how_far_it_got(tmp_path, scratch):
-    proc, out, err = _start(["tasks", "validate"], tmp_path, scratch, "validate")
+    proc, out, err = _start(["agent_env", "validate"], tmp_path, scratch, "validate")
     _running_until(proc, lambda: "ok    " in out.read_text(), "a validated task", 180, err)
 
     status, seconds = _stop(proc, [signal.SIGTERM], EVAL_STOP_S, err)
@@ -199,7 +199,7 @@ def test_an_interrupted_validation_says_how_far_it_got(tmp_path, scratch):
     )
     assert match and int(match[1]) == out.read_text().count("ok    ") >= 1
     _no_leftovers(proc.pid, scratch)
-    print(f"tasks validate stopped in {seconds:.2f} s")
+    print(f"agent_env validate stopped in {seconds:.2f} s")
 
 
 @needs_bwrap
@@ -329,7 +329,7 @@ def test_validate_names_the_file_a_gold_patch_cannot_change(tmp_path):
     folder = _own_tasks(tmp_path)
     patch = folder / "my-dedent" / "gold.patch"
     patch.write_text(patch.read_text().replace("-        if not line:", "-        if not the_line:"))
-    result = _run("-m", "tasks", "validate", str(folder))
+    result = _run("-m", "agent_env", "validate", str(folder))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "my-dedent" in result.stdout
     assert "gold patch does not apply to docfmt/blocks.py (git apply: patch failed: docfmt/blocks.py:" in result.stdout

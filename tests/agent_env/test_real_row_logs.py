@@ -1,6 +1,6 @@
 """Grading on logs recorded from real SWE-bench Verified rows (not constructed).
 
-Recorded by `python -m tasks validate` on real clones of pallets/flask and psf/requests
+Recorded by `python -m agent_env validate` on real clones of pallets/flask and psf/requests
 (`tests/fixtures/real_rows/`, the gold-patch run of each; the requests log is the part the
 sandbox keeps of its 1.2 MB, trimmed further to its first failures, the drop line and its
 end; the lines an in-process runner guard of an earlier grader added are dropped on reading).
@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 
 from agent_env.grading import network_failure
-from agent_env.selection import select_command
+from agent_env.grading.selection import select_command
 from tasks.log_parsers import log_parser
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "real_rows"
@@ -57,7 +57,7 @@ def test_requests_1724_gold_run_needs_the_network_by_its_required_tests():
     )
 
 
-# 34 Verified rows that `tasks validate --repo-cache` resolved (gold) and did not (empty) from
+# 34 Verified rows that `agent_env validate --repo-cache` resolved (gold) and did not (empty) from
 # clones of their repositories on 2026-12-05: all 19 pytest-dev/pytest rows (pytest 4.5 to
 # 7.2), 9 of pylint's, 2 of seaborn's, flask's, the 2 of requests' that need no network, and
 # astropy 13236 (an id its row lists cut at a space; 8 more of astropy's validated, not kept

@@ -1,5 +1,5 @@
 """`agent_env.validate`: the verdict per task, as data (the grading itself is exercised through
-`python -m tasks validate` in tests/tasks/test_cli.py)."""
+`python -m agent_env validate` in tests/tasks/test_cli.py)."""
 
 import shutil
 from pathlib import Path

@@ -2,11 +2,14 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
 import yaml
 
+from agent_env.__main__ import default_log_dir, format_validation
+from agent_env.__main__ import main as validate_main
 from agent_env.validate import TaskValidation
 from tasks import BUILTIN_DIR
-from tasks.__main__ import default_log_dir, format_validation, main
+from tasks.__main__ import main
 from tests.conftest import needs_bwrap
 
 
@@ -16,10 +19,21 @@ def test_list_shows_every_builtin_task(capsys):
     assert "parsing-querystring-plus" in out and "tasks in" in out
 
 
+def test_tasks_validate_says_in_one_line_where_validation_lives(capsys):
+    # Validating grades tasks, the agent layer's work: the tasks package names the command.
+    with pytest.raises(SystemExit) as stop:
+        main(["validate", "tasks/builtin"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m tasks: error: validate grades tasks, the agent layer's work: "
+        "run `python -m agent_env validate` with the same arguments"
+    )
+
+
 @needs_bwrap
 def test_validate_accepts_a_good_task_and_rejects_a_broken_one(tmp_path, capsys):
     good = BUILTIN_DIR / "parsing-querystring-plus"
-    assert main(["validate", str(good)]) == 0
+    assert validate_main(["validate", str(good)]) == 0
     ok_line = capsys.readouterr().out.splitlines()[0]
     assert re.fullmatch(
         r"ok    parsing-querystring-plus: gold patch resolves it \(3 FAIL_TO_PASS and 9 PASS_TO_PASS pass\); "
@@ -37,14 +51,14 @@ def test_validate_accepts_a_good_task_and_rejects_a_broken_one(tmp_path, capsys)
     data["id"] = "broken-task"
     data["grading"]["fail_to_pass"] = [data["grading"]["pass_to_pass"][0]]
     (broken / "task.yaml").write_text(yaml.safe_dump(data))
-    assert main(["validate", str(broken)]) == 1
+    assert validate_main(["validate", str(broken)]) == 1
     assert "FAIL_TO_PASS tests pass without a fix" in capsys.readouterr().out
 
 
 def test_schema_errors_name_the_file_and_field(tmp_path, capsys):
     (tmp_path / "repo").mkdir()
     (tmp_path / "task.yaml").write_text("id: x\nworkspace: repo\nproblem_statement: p\ngrading: {test_command: t}\n")
-    assert main(["validate", str(tmp_path)]) == 2
+    assert validate_main(["validate", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert str(tmp_path / "task.yaml") in err and "'grading.fail_to_pass'" in err
 

@@ -127,7 +127,7 @@ def test_an_unknown_stream_lists_the_builtin_ones():
 
 
 def test_tasks_list_and_validate_take_a_stream_once_per_task():
-    from tasks.__main__ import _load
+    from tasks import load_sources as _load
 
     assert [t.id for t in _load(["stream:online"])] == [t.id for t in load_stream("online").tasks]
     mixed = [t.id for t in _load(["builtin", "stream:online"])]

@@ -242,9 +242,9 @@ def test_the_agent_sees_one_commit_and_the_spec_python(requests_task, monkeypatc
 
 @needs_bwrap
 def test_validate_cli_over_rows(requests_task, cache, tmp_path, capsys, monkeypatch):
-    """`python -m tasks validate rows.jsonl --repo-cache DIR`: the requests row is valid; a
+    """`python -m agent_env validate rows.jsonl --repo-cache DIR`: the requests row is valid; a
     row whose clone is not in the cache is not runnable here, with the reason."""
-    from tasks.__main__ import main
+    from agent_env.__main__ import main
 
     monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(ENV_CACHE))
     root, commits = cache

@@ -1,0 +1,126 @@
+"""`python -m agent_env validate [PATH ...]`: prove tasks work, by grading them for real.
+
+Each definition's schema is checked (errors name the file and the field), then the gold
+patch must resolve the task and the empty patch must not. PATH is a task folder, a
+`task.yaml`, a folder of tasks, SWE-bench rows (a `.jsonl`), or a task stream
+(`stream:online`: every task its phases pick); the built-in suite by default. SWE-bench rows
+run from a repository cache (`--repo-cache DIR`, a folder of git clones) in an environment
+built for `--sandbox` (`local` or `docker`); `--instances` picks rows. A task that cannot run
+here (no clone, an environment that cannot be built, a required test that failed for want
+of the network) is reported as not runnable here, with the reason, apart from tasks that
+fail. Each verdict line gives the seconds it took and the log of both runs (`--logs DIR`); a
+failed task's lines say which required tests failed and which the log does not name. The
+rules (the dataset's for SWE-bench rows, a stricter one for authored tasks):
+tasks/README.md. (`python -m tasks list` lists tasks; validating grades them, which is this
+layer's work.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent_env.validate import TaskValidation, validate_tasks
+from sandboxes.console import interrupted, interrupts, setup_logging
+from tasks import TaskError, load_sources
+from tasks.spec import workspace_cache_dir
+
+
+def default_log_dir() -> Path:
+    """Where `validate` keeps each task's gold and empty runs' output by default."""
+    return workspace_cache_dir().parent / "validate-logs"
+
+
+def format_validation(result: TaskValidation) -> list[str]:
+    """A verdict as printed: `ok`/`FAIL`/`n/a`, the task, what was found, the seconds and the
+    log; then a line per warning, and for a failed task which required tests the gold run
+    failed (with their statuses) and which its log does not name."""
+    label = {"ok": "ok   ", "failed": "FAIL ", "unavailable": "n/a  "}[result.status]
+    text = {"ok": result.checked, "failed": "; ".join(result.problems), "unavailable": result.reason}[result.status]
+    where = [f"{result.seconds:.1f} s"] if result.seconds or result.status != "unavailable" else []
+    where += [f"log: {result.log}"] if result.log else []
+    lines = [f"{label} {result.task_id}: {'; '.join([text, *where])}"]
+    lines += [f"      warning: {warning}" for warning in result.warnings]
+    if result.failed_tests:
+        lines.append("      failed: " + ", ".join(f"{test} ({status})" for test, status in result.failed_tests))
+    if result.missing_tests:
+        lines.append("      missing (not in the log): " + ", ".join(result.missing_tests))
+    return lines
+
+
+def validate(
+    paths: list[str],
+    repo_cache: Path | None = None,
+    instances: list[str] | None = None,
+    sandbox: str = "local",
+    log_dir: Path | None = None,
+    build_workers: int | None = None,
+) -> int:
+    results, tasks = [], load_sources(paths, repo_cache, instances)
+    log_dir = log_dir or default_log_dir()
+    try:
+        for result in validate_tasks(tasks, sandbox, log_dir, build_workers=build_workers):
+            results.append(result)
+            print("\n".join(format_validation(result)), flush=True)
+    except KeyboardInterrupt as exc:  # the verdicts so far are printed: say so, and how to go on
+        exc.kept = (
+            f"{len(results)} of {len(tasks)} tasks validated ({sum(r.ok for r in results)} valid, printed above); "
+            "run the same command again, or name the remaining tasks, to validate the rest"
+        )
+        raise
+    valid = sum(r.ok for r in results)
+    unavailable = sum(r.status == "unavailable" for r in results)
+    print(f"{valid}/{len(results)} tasks valid" + (f", {unavailable} not runnable here" if unavailable else ""))
+    return 0 if valid == len(results) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    setup_logging()
+    parser = argparse.ArgumentParser(
+        prog="python -m agent_env",
+        description=__doc__.split("\n")[0],
+        epilog="example: python -m agent_env validate tasks/builtin/collections-lru-update-evicts"
+        "  (no PATH: the built-in suite)",
+    )
+    parser.add_argument("command", choices=["validate"])
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        help="task folders, task.yaml files, SWE-bench .jsonl rows or stream:NAME (default: the built-in suite)",
+    )
+    parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones SWE-bench rows run from")
+    parser.add_argument("--instances", default="", help="comma-separated SWE-bench instance ids (default: all)")
+    parser.add_argument("--sandbox", default="local", choices=["local", "docker"], help="where validation runs")
+    parser.add_argument(
+        "--logs",
+        type=Path,
+        default=None,
+        help="folder for each task's test output (default: $AGENTIC_RL_CACHE/validate-logs)",
+    )
+    parser.add_argument(
+        "--build-workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="environments built at once, one per (repo, version) spec (default: min(4, cores + 1))",
+    )
+    args = parser.parse_args(argv)
+    if args.build_workers is not None and args.build_workers < 1:
+        parser.error(f"--build-workers {args.build_workers}: give a number of at least 1")
+    instances = [i for i in args.instances.split(",") if i] or None
+    with interrupts():  # Ctrl-C / SIGTERM: sandboxes closed, one line, exit 130 / 143
+        try:
+            return validate(args.paths, args.repo_cache, instances, args.sandbox, args.logs, args.build_workers)
+        except TaskError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # the reader went away (`... | head`): nothing left to say
+            sys.stderr.close()
+            return 0
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, getattr(exc, "kept", "nothing was validated yet; run the same command again"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
