@@ -96,14 +96,6 @@ def _size_bytes(value: Any) -> int | None:
     return int(number * {"B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}[unit])
 
 
-def parse_size(value: Any, where: str) -> int:
-    """Bytes from an int or a string such as "512M", "4G", "1.5GiB" (binary units)."""
-    size = _size_bytes(value)
-    if size is None:
-        raise DefinitionError(f"{where}: expected a size such as 4096, 512M or 4G, got {value!r}")
-    return size
-
-
 def _validate_size(value: Any) -> int:
     size = _size_bytes(value)
     if size is None:

@@ -1,10 +1,11 @@
-"""The one place a `TrainConfig` becomes objects: the learner, the rollout engine, sandboxes.
+"""Where a `TrainConfig` becomes what needs all of it: the learner (each learner rank builds
+it here), the model the rollout engine serves (`engine_model`, which the recipe hands the
+rollout workers: they build the engine from that name) and the sandbox factory.
 
 Components take their own config section (`AlgorithmConfig`, `LearnerConfig`,
 `RolloutConfig`, ...) or plain parameters; only this module and the recipe read the whole
-`TrainConfig`. The training entry points (the recipe, the Ray actors of
-`trainer.orchestrator`) build through here, so a run on one laptop and a run spread over Ray
-actors construct exactly the same things.
+`TrainConfig`, so a run on one laptop and a run spread over Ray actors construct the same
+things.
 """
 
 from __future__ import annotations
@@ -62,13 +63,6 @@ def engine_model(config: TrainConfig) -> str:
         return model
     folder = sapo_export_folder(model, seed=seed, root=Path(config.run.output_dir) / "engine-models")
     return str(export_with_value_tokens(model, folder, seed=seed))
-
-
-def build_engine(config: TrainConfig):
-    """The rollout engine named by `config.model.engine`, serving `engine_model(config)`."""
-    from trainer.inference.engines import make_engine
-
-    return make_engine(config.model.engine, engine_model(config), seed=config.run.seed)
 
 
 def sandbox_factory(backend: str):

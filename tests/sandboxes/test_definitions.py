@@ -14,7 +14,6 @@ from sandboxes.images import (
     DefinitionError,
     content_hash,
     load_definition,
-    parse_size,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,12 +87,13 @@ def test_missing_file_is_a_clear_error(tmp_path):
         load_definition(tmp_path / "nope.yaml")
 
 
-def test_sizes():
-    assert parse_size("512M", "x") == 512 << 20
-    assert parse_size("1.5GiB", "x") == 3 << 29
-    assert parse_size(4096, "x") == 4096
-    with pytest.raises(DefinitionError, match="x: expected a size"):
-        parse_size("12 parsecs", "x")
+def test_sizes(tmp_path):
+    # Sizes are read where a definition holds them (`limits`): binary units, or bytes.
+    for given, want in (("512M", 512 << 20), ("1.5GiB", 3 << 29), (4096, 4096)):
+        definition = load_definition(write(tmp_path, f"image: {DEFAULT_IMAGE}\nlimits:\n  memory_bytes: {given}\n"))
+        assert definition.limits.memory_bytes == want
+    with pytest.raises(DefinitionError, match=r"limits\.memory.*expected a size such as 4096, 512M or 4G"):
+        load_definition(write(tmp_path, f"image: {DEFAULT_IMAGE}\nlimits:\n  memory_bytes: 12 parsecs\n"))
 
 
 def test_content_hash_follows_the_recipe_not_the_mirror():

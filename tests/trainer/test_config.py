@@ -143,3 +143,17 @@ def test_help_needs_no_torch():
     code = "import sys; from trainer.train import usage; usage(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
+
+
+def test_a_task_source_nothing_of_which_runs_here_is_one_line_naming_why(tmp_path):
+    # A SWE-bench row with no clone in the repository cache: a TaskError (the entry point
+    # prints it as one line), not a SystemExit out of library code.
+    from tasks import TaskError
+    from trainer.recipes.phases import load_tasks
+
+    rows = Path(__file__).parents[1] / "fixtures" / "swebench_verified_sample.jsonl"
+    config = TrainConfig.model_validate(
+        {"tasks": {"source": str(rows), "ids": ["django__django-10097"], "repo_cache": str(tmp_path)}}
+    )
+    with pytest.raises(TaskError, match=r"^no task of tasks.source can run on this machine: .*django/django"):
+        load_tasks(config)

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tasks import Task
+from tasks import Task, TaskError
 from trainer.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def load_tasks(config: TrainConfig) -> list[Task]:
             logger.warning("task %s left out: %s", task.id, task.unavailable or "no workspace")
     if not usable:
         reasons = sorted({t.unavailable for t in tasks})
-        raise SystemExit(f"no task can run on this machine: {'; '.join(reasons)}")
+        raise TaskError(f"no task of tasks.source can run on this machine: {'; '.join(reasons)}")
     return usable
 
 
