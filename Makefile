@@ -74,7 +74,7 @@ eval-swe: setup
 	  --instances "$(INSTANCES)" --output $(OUTPUT) --workers $(WORKERS) $(ARGS)
 
 bench: setup
-	$(PY) -m bench.sandbox
+	$(PY) -m bench.perf.sandbox
 
 # The docker sandboxes' base image (debootstrap + docker import; a no-op when up to date).
 sandbox-image: setup

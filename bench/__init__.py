@@ -1,3 +1,4 @@
-"""Benchmarks: `python -m bench.NAME [--json PATH]` prints a table and writes one flat JSON
-object (default `bench/results/NAME.json`). Every compared figure is a ratio against a
-baseline measured in the same run, side by side: these machines are shared and noisy."""
+"""Benchmarks. `bench.perf`: quick ratio benchmarks (`python -m bench.perf.NAME`, minutes).
+`bench.experiments`: long training comparisons (`python -m bench.experiments.NAME`, up to
+hours). Both write their figures to `bench/results/NAME.json` by default (`common.RESULTS`,
+ignored by git); records of long runs kept in the repository are in `docs/results/`."""

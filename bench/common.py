@@ -1,11 +1,15 @@
-"""Shared helpers for benchmarks: percentiles, the table, the JSON file."""
+"""What every benchmark shares: the results folder, the table and its JSON file; and the perf
+benches' helpers (percentiles, the common options, the docker check, a load-generating task).
+
+`RESULTS` (`bench/results/`, ignored by git) is where a run writes its figures by default:
+`python -m bench.perf.NAME` to `NAME.json`, `python -m bench.experiments.NAME` to `NAME.json`
+(its runs go to its `--out`). The experiments' records committed to this repository are in
+`docs/results/`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results"
@@ -19,10 +23,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def arguments(name: str, description: str | None = None, example: str | None = None) -> argparse.Namespace:
-    """Parse the common options; `description` is what `--help` says the benchmark measures."""
-    epilog = f"example: {example or f'python -m bench.{name}'}"
-    parser = argparse.ArgumentParser(prog=f"python -m bench.{name}", description=description, epilog=epilog)
+def arguments(module: str, description: str | None = None, example: str | None = None) -> argparse.Namespace:
+    """Parse the common options of `python -m MODULE` (e.g. `bench.perf.tree`; its figures go to
+    `RESULTS/tree.json` by default); `description` is what `--help` says the benchmark measures."""
+    epilog = f"example: {example or f'python -m {module}'}"
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description, epilog=epilog)
+    name = module.rsplit(".", 1)[-1]
     parser.add_argument("--json", type=Path, default=RESULTS / f"{name}.json", help="where to write the figures")
     return parser.parse_args()
 
@@ -38,50 +44,6 @@ def report(name: str, figures: dict[str, float], path: Path) -> None:
     print(f"written: {path}")
 
 
-def keep_one_setting(name: str, out: Path, setting: dict) -> None:
-    """A resumable bench's `out` holds runs of one setting: exit naming the one it holds when
-    `setting` differs, else record it (a first run) and go on."""
-    recorded = out / "setting.json"
-    if recorded.is_file() and json.loads(recorded.read_text()) != setting:
-        raise SystemExit(f"{name}: {out} holds runs made with {recorded.read_text().strip()}; use another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    recorded.write_text(json.dumps(setting) + "\n")
-
-
-def on_ray(prog: str, workers: int, work: Callable[[], object], kept: Callable[[BaseException], str]) -> object:
-    """`work()` on a local Ray started for `workers` actors (shut down after), Ctrl-C and
-    SIGTERM handled: returns what `work` returned, or exits with the interrupt's status after
-    the one line saying what `kept(exc)` kept; a config or task error is one line naming `prog`."""
-    import ray
-
-    from sandboxes.console import interrupted, interrupts
-    from tasks import TaskError
-    from trainer.config import ConfigError
-    from trainer.orchestrator.loop import start_ray
-
-    with interrupts():
-        started = False
-        try:
-            started = start_ray(workers=workers)
-            return work()
-        except KeyboardInterrupt as exc:
-            sys.exit(interrupted(exc, kept(exc)))
-        except (ConfigError, TaskError) as exc:
-            sys.exit(f"{prog}: {exc}")
-        finally:
-            if started:
-                ray.shutdown()
-
-
-def kept_runs(out: Path) -> str:
-    """The line an interrupted arms bench ends with: the runs in `out/runs` and how to go on."""
-    runs = sorted(p.name for p in (out / "runs").glob("*-s*")) if (out / "runs").is_dir() else []
-    return (
-        f"runs so far ({', '.join(runs) or 'none'}; unfinished ones resume from their newest checkpoint) "
-        f"kept in {out}; run the same command again to continue"
-    )
-
-
 def docker_problem() -> str | None:
     """Why the docker arm of a bench cannot run (no SDK, no engine, no base image), or None."""
     try:
@@ -95,7 +57,7 @@ def docker_problem() -> str | None:
 def write_calc_task(folder: Path, name: str, *, family: str, sleep_seconds: float, statement: str) -> None:
     """A one-line-bug task (`calc.add` subtracts) whose hidden test first sleeps
     `sleep_seconds` (0: not at all): the benches' load generator, an episode as slow to grade
-    as a real test suite without a model's work in it (bench.async, bench.multiplex)."""
+    as a real test suite without a model's work in it (bench.perf.async, bench.perf.multiplex)."""
     import textwrap
 
     root = folder / name

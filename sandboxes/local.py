@@ -653,7 +653,7 @@ class LocalSandbox(SupervisedSandbox):
 
     def footprint(self) -> tuple[list[Path], Path]:
         """Where this sandbox's files live, seen from the host (for measuring them, as
-        bench.density does): the read-only layer folders it stacks (shared with its forks;
+        bench.perf.density does): the read-only layer folders it stacks (shared with its forks;
         none in the "copy" layout) and its writable tmpfs (the overlay's upper directory's,
         or the "copy" layout's workspace)."""
         writable = RW_IN_SANDBOX if self.layout == "overlay" else self.spec.workdir

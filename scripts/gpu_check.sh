@@ -5,7 +5,7 @@
 #   MODEL=/path/to/model make gpu-check     # the RL steps' model folder (default: the config's model from the HF cache)
 #   SANDBOX=local make gpu-check            # the RL steps in bubblewrap sandboxes where there is no Docker engine
 # Runs tests marked `gpu` (vLLM engine, weight update, FSDP2 over NCCL, bf16),
-# `bench.learner --gpu` (tokens/s and MFU of a 0.5B model), then GPU_CHECK_STEPS (3) RL steps of
+# `bench.perf.learner_step --gpu` (tokens/s and MFU of a 0.5B model), then GPU_CHECK_STEPS (3) RL steps of
 # configs/train_swe_small_gpu.yaml (vLLM, Docker sandboxes, multi-turn SAO), and prints one table.
 # The RL row is skipped, with one line saying how to enable it, when the model is not on this
 # machine, no Docker engine (or base image) is there, or the disk cannot hold the final checkpoint.
@@ -27,7 +27,7 @@ if ! "$PY" -c "import vllm" 2>/dev/null; then
 fi
 timeout 360 "$PY" -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml="$out/gpu.xml" | tee "$out/pytest.txt"
 tests_rc=${PIPESTATUS[0]}
-timeout 240 "$PY" -m bench.learner --gpu --json "$out/learner_gpu.json"
+timeout 240 "$PY" -m bench.perf.learner_step --gpu --json "$out/learner_gpu.json"
 bench_rc=$?
 
 # -- a few RL steps of the small GPU config ----------------------------------------------------
@@ -86,7 +86,7 @@ except (OSError, ET.ParseError):
 try:
     rows += [(k, f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in json.load(open(f"{out}/learner_gpu.json")).items()]
 except OSError:
-    rows.append(("bench.learner --gpu", f"no result (exit {bench_rc})"))
+    rows.append(("bench.perf.learner_step --gpu", f"no result (exit {bench_rc})"))
 title = "RL steps, train_swe_small_gpu.yaml"
 if rl_status:
     rows.append((title, rl_status))

@@ -50,7 +50,7 @@ def test_gpu_check_script_parses_and_runs_the_small_gpu_config():
 
 
 FAKE_PYTHON = """#!/usr/bin/env bash
-# torch's CUDA probe, vLLM, pytest, bench.learner and trainer.train played; the rest is real Python.
+# torch's CUDA probe, vLLM, pytest, bench.perf.learner_step and trainer.train played; the rest is real Python.
 case "$1 $2" in
   "-c import torch"*) exit "$FAKE_CUDA_RC" ;;
   "-c import vllm") exit 0 ;;
@@ -58,7 +58,7 @@ case "$1 $2" in
   "-m pytest")
     for a in "$@"; do case "$a" in --junitxml=*) echo '<testsuites><testsuite><testcase name="test_a"/></testsuite></testsuites>' > "${a#--junitxml=}" ;; esac; done
     exit 0 ;;
-  "-m bench.learner") echo '{"tokens_per_s": 1.5}' > "$5"; exit 0 ;;
+  "-m bench.perf.learner_step") echo '{"tokens_per_s": 1.5}' > "$5"; exit 0 ;;
   "-m trainer.train")
     echo "$@" > "$FAKE_LOG"
     for a in "$@"; do case "$a" in run.output_dir=*) dir="${a#run.output_dir=}/small-gpu" ;; esac; done

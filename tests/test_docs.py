@@ -43,13 +43,22 @@ def test_readme_make_targets_exist():
 def test_readme_python_modules_exist():
     modules = {m for line in _readme_commands() for m in re.findall(r"python -m ([\w.]+)", line)}
     assert {"trainer.train", "evals.swe"} <= modules
-    for module in modules:
+    for module in modules - BENCH_PLACEHOLDERS:
         path = ROOT / Path(*module.split("."))
-        if module.startswith("bench.") and module != "bench.NAME":
-            assert path.with_suffix(".py").is_file(), f"README names `python -m {module}`"
-        elif module != "bench.NAME":  # the placeholder for any bench/<name>.py
-            main = path / "__main__.py" if path.is_dir() else path.with_suffix(".py")
-            assert main.is_file(), f"README names `python -m {module}`"
+        main = path / "__main__.py" if path.is_dir() else path.with_suffix(".py")
+        assert main.is_file(), f"README names `python -m {module}`"
+
+
+BENCH_PLACEHOLDERS = {"bench.perf.NAME", "bench.experiments.NAME"}
+"""The README's stand-ins for any bench/perf/<name>.py and bench/experiments/<name>.py."""
+
+
+def test_readme_bench_modules_exist():
+    """Every benchmark the README names (its table names them without `python -m`) is a module."""
+    named = set(re.findall(r"`(?:python -m )?(bench\.(?:perf|experiments)\.\w+)", (ROOT / "README.md").read_text()))
+    assert {"bench.perf.sandbox", "bench.experiments.learning"} <= named
+    for module in named - BENCH_PLACEHOLDERS:
+        assert (ROOT / Path(*module.split("."))).with_suffix(".py").is_file(), f"README names `{module}`"
 
 
 def test_readme_links_resolve():

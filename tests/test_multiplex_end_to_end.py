@@ -3,7 +3,7 @@ through `trainer.train` with a forced imbalance the scheduler must correct in bo
 directions; and `colocated`, every unit time-shared between the two roles at every step.
 Real Ray actors, local sandboxes, the tiny model.
 
-The task stream (`bench.multiplex.write_phase_suite`) first plays tasks whose hidden tests
+The task stream (`bench.perf.multiplex.write_phase_suite`) first plays tasks whose hidden tests
 sleep (slow episodes: the learner waits on rollouts), then tasks with long problem
 statements and quick tests (a slow learner: rollouts wait on admission). The tasks' sleeping
 tests are the load, not a synchronisation of the test."""
@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from bench.multiplex import write_phase_suite
+from bench.perf.multiplex import write_phase_suite
 from tests.conftest import needs_bwrap
 from trainer.config import load_config
 from trainer.train import train

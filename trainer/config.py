@@ -131,7 +131,7 @@ class RolloutConfig(_Section):
     batch_turns: bool = True
     """A worker batches the turns its concurrent episodes ask for while its engine is busy
     (the hf engine: one decode for all, each from its cached prefix with its own seed;
-    `python -m bench.rollout`). Off in runs that must be bitwise reproducible
+    `python -m bench.perf.rollout`). Off in runs that must be bitwise reproducible
     (`orchestrator.deterministic`, sync mode), whatever this says."""
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature; the learner scores tokens at the same temperature."""
@@ -140,7 +140,7 @@ class RolloutConfig(_Section):
     sandbox_pool: int = Field(default=0, ge=0)
     """Warm pool: sandboxes each rollout worker keeps started ahead, per task (its image and
     workspace), refilled in the background, so that an episode (and its grading) takes a
-    ready one instead of waiting for a start (`sandboxes.pool`; `python -m bench.pool`
+    ready one instead of waiting for a start (`sandboxes.pool`; `python -m bench.perf.pool`
     measures the effect). Each is used once, never reused; all are closed at shutdown.
     0: off, every sandbox starts when asked for (a cold start)."""
     sandbox_pool_tasks: int = Field(default=8, gt=0)
@@ -256,7 +256,7 @@ class LearnerConfig(_Section):
     prompt every episode of a task shares), packing its sequences into one row with an
     ancestor attention mask (`trainer.learner.tree`); the losses are the flat ones (to 1e-5).
     Fewer tokens through the model, but a dense [packed x packed] attention mask: a gain when
-    sequences share long prefixes (`python -m bench.tree`: PATR trees 1.8x faster per step
+    sequences share long prefixes (`python -m bench.perf.tree`: PATR trees 1.8x faster per step
     on the tiny model, independent episodes 0.94x). None: on exactly when `rollout.kind` is
     `tree`."""
     max_bad_steps: int = Field(default=3, gt=0)

@@ -1,11 +1,11 @@
-"""bench.multiplex's simulated half: the configuration the real runs are validated against,
+"""bench.perf.multiplex's simulated half: the configuration the real runs are validated against,
 its figures, and the command line."""
 
 import json
 
 import pytest
 
-from bench import multiplex as bench
+from bench.perf import multiplex as bench
 from trainer.orchestrator.multiplex import EmpiricalLengths, SimConfig, TimeModel, simulate
 
 
@@ -53,7 +53,7 @@ def test_the_published_run_writes_its_table_and_json(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "SIMULATED: published shape, 32 units" in captured.out
     assert "| forced | bidirectional |" in captured.out
-    assert "bench.multiplex drift: static simulated in" in captured.err
+    assert "bench.perf.multiplex drift: static simulated in" in captured.err
 
 
 def test_a_measured_time_model_from_a_file(tmp_path, capsys):

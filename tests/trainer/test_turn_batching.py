@@ -7,7 +7,7 @@ import threading
 import pytest
 import torch
 
-from bench.rollout import BatchingWorker
+from bench.perf.rollout import BatchingWorker
 from trainer.inference.engines.hf import HFEngine
 from trainer.inference.models import load_policy
 from trainer.orchestrator.worker import TurnBatcher

@@ -5,7 +5,7 @@ a hot-switch runtime: the rollout side sleeps its vLLM engine (weights and KV ca
 the training side takes the unit as one more FSDP rank; the way back shrinks the learner
 and wakes the engine with the newest weights. These are the two directions over this
 repository's primitives (`RolloutWorker.sleep` / `wake`, `LearnerGroup.resize`), and
-`measure_switch`, which times both on real actors for `bench.multiplex` and the planner's
+`measure_switch`, which times both on real actors for `bench.perf.multiplex` and the planner's
 time model. On a GPU the same calls sleep vLLM (the worker's engine built with
 `sleep_mode=True`) and reshard FSDP2 over NCCL; here they free the hf engine and reshard
 over gloo.

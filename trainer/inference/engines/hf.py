@@ -19,7 +19,7 @@ they arrive (`trainer.orchestrator.worker.TurnBatcher`) without recomputing thei
 Seeds: `seed` seeds one generator for the whole call; `seeds` (one per prompt) gives each
 row its own generator, drawn exactly as the row alone would draw it, so an episode's
 samples do not depend on which other episodes shared its batch or when it joined (up to
-float rounding of the batched forward: token-identical in the tests and `bench.rollout`).
+float rounding of the batched forward: token-identical in the tests and `bench.perf.rollout`).
 
 Sleep (BiDiRL's hot switch, arXiv 2607.09207): `sleep()` frees the model's parameter storage
 (each tensor keeps its shape, so nothing else about the module changes), the prefix cache

@@ -12,7 +12,7 @@ The pure, testable core, without Ray or torch:
   `colocated`) as pure functions of a `PoolState`, and the `SignalMeter` that measures the
   wait signals they act on.
 - `simulator`: a deterministic discrete-event simulator of the asynchronous pipeline that
-  replays those policies on a time model, at any scale (`bench.multiplex`).
+  replays those policies on a time model, at any scale (`bench.perf.multiplex`).
 
 docs/multiplex.md has the formulas and the simulated figures.
 """

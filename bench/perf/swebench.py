@@ -1,0 +1,214 @@
+"""SWE-bench rows from a repository cache: seconds per row, cold and warm, and instances per hour.
+
+Two commands, each run twice as the user runs them (a subprocess each, timed from start to
+exit), per repository:
+- `python -m agent_env validate ROWS --repo-cache DIR` (environment, gold patch resolves, empty
+  patch does not);
+- `python -m evals.swe --model gold --repo-cache DIR` (the gold patch graded as a model's).
+Cold: an empty cache (`AGENTIC_RL_CACHE` a fresh folder: environments and workspaces are
+built). Warm: the same command again over that cache (a fresh output folder for the eval,
+so that it does not resume). `warm_speedup` = cold / warm seconds, measured side by side.
+
+Default input: a synthetic repository cache built here (a small requests-shaped repository,
+`--rows` rows of the psf/requests 1.1 spec, one per commit: one shared environment, one
+install per row), so the benchmark runs on any machine with pyenv's Python 3.9 and a
+package index. Real rows: `--repo-cache DIR --instances a,b,c --dataset PATH`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from bench.common import RESULTS, report
+
+ROWS = 4
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+}
+SETUP = 'from setuptools import setup\n\nsetup(name="requests", version="1.1.0", packages=["requests"])\n'
+MODELS = 'def length(body=None):\n    return "0" if body is None else "0"\n'
+FIXED = 'def length(body=None):\n    return "0" if body is None else str(len(body))\n'
+TESTS = (
+    "import unittest\n\nfrom requests.models import length\n\n\n"
+    "class RequestsTestCase(unittest.TestCase):\n"
+    "    def test_empty(self):\n"
+    '        self.assertEqual(length(), "0")\n'
+)
+NEW_TEST = '\n    def test_body(self):\n        self.assertEqual(length("abc"), "3")\n'
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
+    return f"diff --git a/{path} b/{path}\n{body}"
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ENV}
+    return subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True, text=True).stdout
+
+
+def synthetic_rows(folder: Path, rows: int) -> tuple[Path, Path, list[str]]:
+    """(a repository cache holding psf/requests, a .jsonl of `rows` rows over it, their ids):
+    one commit per row (each adds a module), the same bug and fix in each."""
+    clone = folder / "repos" / "psf__requests"
+    clone.mkdir(parents=True)
+    _git(clone, "init", "-q", "-b", "main")
+    files = {"setup.py": SETUP, "requests/__init__.py": "", "requests/models.py": MODELS, "test_requests.py": TESTS}
+    commits = []
+    for index in range(rows):
+        files[f"requests/module_{index}.py"] = f"VALUE = {index}\n"
+        for name, text in files.items():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            (clone / name).write_text(text)
+        _git(clone, "add", "-A")
+        _git(clone, "commit", "-q", "-m", f"commit {index}")
+        commits.append(_git(clone, "rev-parse", "HEAD").strip())
+    ids = [f"psf__requests-{9000 + index}" for index in range(rows)]
+    lines = []
+    for instance, commit in zip(ids, commits, strict=True):
+        row = {
+            "instance_id": instance,
+            "repo": "psf/requests",
+            "version": "1.1",
+            "base_commit": commit,
+            "environment_setup_commit": commits[-1],
+            "problem_statement": "length(body) returns '0' for a body; it should return its length.",
+            "patch": _diff("requests/models.py", MODELS, FIXED),
+            "test_patch": _diff("test_requests.py", TESTS, TESTS + NEW_TEST),
+            "FAIL_TO_PASS": json.dumps(["test_requests.py::RequestsTestCase::test_body"]),
+            "PASS_TO_PASS": json.dumps(["test_requests.py::RequestsTestCase::test_empty"]),
+            "difficulty": "<15 min fix",
+        }
+        lines.append(json.dumps(row) + "\n")
+    dataset = folder / "rows.jsonl"
+    dataset.write_text("".join(lines))
+    return folder / "repos", dataset, ids
+
+
+def rows_by_repo(dataset: Path, instances: list[str]) -> dict[str, list[str]]:
+    """The wanted instance ids of `dataset`, by repository (in the order given)."""
+    repos = {}
+    with dataset.open() as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                repos[row["instance_id"]] = row["repo"]
+    unknown = [i for i in instances if i not in repos]
+    if unknown:
+        raise SystemExit(f"error: {dataset}: instance(s) not found: {unknown}; give ids of rows in it")
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for instance in instances:
+        grouped[repos[instance]].append(instance)
+    return dict(grouped)
+
+
+def timed(command: list[str], cache: Path, log: Path) -> tuple[float, int]:
+    """(seconds, exit status) of `command` run with `cache` as AGENTIC_RL_CACHE; its output to `log`."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENTIC_RL_ENV_CACHE"}
+    env["AGENTIC_RL_CACHE"] = str(cache)
+    started = time.monotonic()
+    with log.open("w") as out:
+        status = subprocess.run(command, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    return time.monotonic() - started, status
+
+
+def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: dict[str, list[str]], work: Path):
+    figures: dict[str, float] = {}
+    totals: dict[str, float] = defaultdict(float)
+    failures = []
+    commands = {
+        "validate": lambda ids, out: [
+            sys.executable, "-m", "agent_env", "validate", str(dataset), "--repo-cache", str(repo_cache),
+            "--instances", ",".join(ids), "--sandbox", args.sandbox, "--build-workers", str(args.workers),
+            "--logs", str(out),
+        ],
+        "eval": lambda ids, out: [
+            sys.executable, "-m", "evals.swe", "--model", "gold", "--dataset", str(dataset),
+            "--repo-cache", str(repo_cache), "--instances", ",".join(ids), "--sandbox", args.sandbox,
+            "--workers", str(args.workers), "--grader", "project", "--output", str(out),
+        ],
+    }  # fmt: skip
+    for repo, ids in groups.items():
+        for name, command in commands.items():
+            if name == "eval" and args.skip_eval:
+                continue
+            cache = Path(tempfile.mkdtemp(prefix=f"{name}-cache-", dir=work))
+            for run in ("cold", "warm"):
+                out = work / f"{name}-{repo.replace('/', '__')}-{run}"
+                seconds, status = timed(command(ids, out), cache, work / f"{out.name}.log")
+                print(f"{name} {repo} {run}: {seconds:.1f} s for {len(ids)} row(s), exit status {status}", flush=True)
+                if status != 0:
+                    failures.append(f"{name} {repo} {run} (exit status {status}; log: {work / f'{out.name}.log'})")
+                figures[f"{name}_{run}_s_per_row[{repo}]"] = seconds / len(ids)
+                totals[f"{name}_{run}"] += seconds
+    rows = sum(len(ids) for ids in groups.values())
+    summary: dict[str, float] = {"rows": rows, "repositories": len(groups)}
+    for name in commands:
+        if f"{name}_cold" not in totals:
+            continue
+        cold, warm = totals[f"{name}_cold"], totals[f"{name}_warm"]
+        summary |= {
+            f"{name}_cold_s_per_row": cold / rows,
+            f"{name}_warm_s_per_row": warm / rows,
+            f"{name}_cold_instances_per_hour": 3600 * rows / cold,
+            f"{name}_warm_instances_per_hour": 3600 * rows / warm,
+            f"{name}_warm_speedup": cold / warm,
+        }
+    return {**summary, **figures}, failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.perf.swebench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  python -m bench.perf.swebench             # synthetic rows (about 3 min on 2 cores)\n"
+        "  python -m bench.perf.swebench --repo-cache ~/swe-repos --dataset swe_bench_verified.jsonl \\\n"
+        "      --instances psf__requests-1142,pallets__flask-5014",
+    )
+    parser.add_argument("--json", type=Path, default=RESULTS / "swebench.json", help="where to write the figures")
+    parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones (default: synthetic)")
+    parser.add_argument("--dataset", type=Path, default=None, help="SWE-bench .jsonl the --instances are in")
+    parser.add_argument("--instances", default="", help="comma-separated instance ids (with --repo-cache)")
+    parser.add_argument("--rows", type=int, default=ROWS, help="synthetic rows (without --repo-cache)")
+    parser.add_argument("--workers", type=int, default=2, help="environments built (and instances run) at once")
+    parser.add_argument("--sandbox", default="local", choices=["local", "docker"])
+    parser.add_argument("--skip-eval", action="store_true", help="measure `agent_env validate` only")
+    args = parser.parse_args(argv)
+    instances = [i for i in args.instances.split(",") if i]
+    if args.repo_cache is not None and (args.dataset is None or not instances):
+        parser.error("--repo-cache needs --dataset PATH and --instances a,b,c (the rows to measure)")
+    if args.repo_cache is not None and not args.repo_cache.is_dir():
+        parser.error(f"--repo-cache {args.repo_cache}: no such folder; give a folder of git clones")
+    if args.dataset is not None and not args.dataset.is_file():
+        parser.error(f"--dataset {args.dataset}: no such file; give a SWE-bench .jsonl")
+    with tempfile.TemporaryDirectory(prefix="bench-swebench-") as folder:
+        work = Path(folder)
+        if args.repo_cache is None:
+            repo_cache, dataset, instances = synthetic_rows(work / "synthetic", args.rows)
+            source = f"synthetic: {args.rows} rows of psf/requests 1.1"
+        else:
+            repo_cache, dataset, source = args.repo_cache, args.dataset, f"{args.dataset.name}, {len(instances)} rows"
+        groups = rows_by_repo(dataset, instances)
+        figures, failures = measure(args, dataset, repo_cache, groups, work)
+        report(f"bench.perf.swebench ({source}; {args.sandbox} sandbox, {args.workers} workers)", figures, args.json)
+        for failure in failures:  # the logs go with the folder: say what failed while it is there
+            print(f"failed: {failure}", file=sys.stderr)
+            print((work / failure.split("log: ")[1].rstrip(")")).read_text()[-2000:], file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
