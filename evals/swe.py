@@ -14,7 +14,7 @@ results are appended to `OUTPUT/results.jsonl` as each finishes, with its trajec
 (SWE-bench's format). A rerun with the same `--output` skips finished instances
 (resumable) and retries errored ones. Grading: SWE-bench rows go to the official harness
 where it can run (Docker + the instance image, see `evals.official`), everything else to
-the project's sandbox grader, with SWE-bench's verdict rule (`evals.grading`). Where no
+the project's sandbox grader, with SWE-bench's verdict rule (`evals.swebench_verdict`). Where no
 instance image can be had, `--repo-cache DIR` (a folder of git clones) gives SWE-bench rows
 a workspace (the repository at `base_commit`, one commit) and an environment built with pip
 from the harness's install specification for the `--sandbox` backend, before the run
@@ -48,7 +48,7 @@ from tqdm import tqdm
 
 from agent_env import GradingError, needs_environment, network_failure, prepare_environments
 from evals.config import GRADERS, ConfigError, EvalConfig, config_from_argv
-from evals.grading import verdict
+from evals.swebench_verdict import verdict
 from evals.official import HarnessCheck, OfficialVerdict, check_harness, harness_version, run_harness
 from evals.report import build_report, markdown_report, status_of, summarize, write_chart
 from evals.runner import ORACLES, AgentSolver, Attempt, OracleSolver, PredictionsSolver, SandboxFactory, Solver
@@ -141,7 +141,7 @@ def listed_failures(failed: Sequence[str], missing: Sequence[str]) -> dict[str, 
 
 
 def _grade_fields(task: Task, attempt: Attempt) -> dict:
-    """The project grader's result under SWE-bench's rule (`evals.grading.verdict`)."""
+    """The project grader's result under SWE-bench's rule (`evals.swebench_verdict.verdict`)."""
     grade = attempt.grade
     if grade is None:  # the episode ended without a grade: the agent broke its sandbox
         return {"resolved": False, "note": f"ended: {attempt.end}", "failed_tests": [], "grader": "project"}
@@ -162,7 +162,7 @@ def _grade_fields(task: Task, attempt: Attempt) -> dict:
         fields["reward_hack_blocked"] = list(grade.blocked)
     if forged:
         fields["note"] = "; ".join(grade.problems) or ", ".join(forged)
-    if grade.resolved != fields["resolved"]:  # agent_env's stricter rule (see evals.grading)
+    if grade.resolved != fields["resolved"]:  # agent_env's stricter rule (see evals.swebench_verdict)
         fields["agent_env_resolved"] = grade.resolved
     required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
     if not result.resolved and (line := network_failure(grade.log, grade.statuses, required)):

@@ -7,7 +7,7 @@ FAIL_TO_PASS / PASS_TO_PASS tests with chosen statuses (passing, failing, errori
 missing, skipped, expected failures). The official `swebench.harness.grading` functions
 (swebench 5.0.2, the pinned harness)
 read it (`get_logs_eval`, `get_eval_tests_report`, `get_resolution_status`), and so do
-`evals.grading` and, in a real sandbox, `agent_env.grading.grade_patch`; all must give the
+`evals.swebench_verdict` and, in a real sandbox, `agent_env.grading.grade_patch`; all must give the
 same verdict and the same per-test outcomes, which must be the ones the log says.
 """
 
@@ -23,7 +23,7 @@ from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY
 from swebench.types import TestSpec as OfficialTestSpec  # not a pytest class
 
 from agent_env import grade_patch
-from evals.grading import FAIL_TO_PASS, PASS_TO_PASS, grade_log, verdict
+from evals.swebench_verdict import FAIL_TO_PASS, PASS_TO_PASS, grade_log, verdict
 from tasks import GradingSpec, Task
 from tests.conftest import needs_bwrap
 from tests.evals.swebench_logs import FORMATS, REPO_FORMAT, build_log, intended_outcome
@@ -209,7 +209,7 @@ def test_agent_env_verdict_agrees_with_the_official_harness(row, scenario, tmp_p
         # The deliberate differences: SWE-bench ignores a SKIPPED required test and passes
         # an XFAIL one; the RL reward fails both (code under test could raise SkipTest or
         # fail on purpose under an expected-failure mark). Evals report the official rule
-        # (evals/grading.py); rewards use the strict one.
+        # (evals/swebench_verdict.py); rewards use the strict one.
         assert official_resolved and not grade.resolved
         assert set(grade.blocked) & {"skipped_required", "xfail_required"}
         assert [t for t in grade.failed if t not in strict] == [
