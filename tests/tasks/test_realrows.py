@@ -57,11 +57,19 @@ PYTEST_ROWS = (
     "pytest-dev__pytest-10081",
     "pytest-dev__pytest-10356",
 )
-# Rows of other repositories that validated on 2026-12-05 with no network (pylint-dev__pylint-4661
-# needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
+# Rows of other repositories that validated on 2026-12-05 with no network (28 django rows of
+# 3.0-5.0, about 3 a version, every one tried: 3.x needs the host's en_US.UTF-8 locale;
+# pylint-dev__pylint-4661 needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
 # and 13398 fail with the gold patch in their environments, and its 1.3 and 3.1 environments
 # do not build).
 OTHER_ROWS = (
+    "django__django-11119", "django__django-11211", "django__django-11292", "django__django-11451",
+    "django__django-11820", "django__django-11848", "django__django-11885", "django__django-11951",
+    "django__django-13023", "django__django-13410", "django__django-13569", "django__django-13794",
+    "django__django-13933", "django__django-14170", "django__django-14580", "django__django-14752",
+    "django__django-15022", "django__django-15525", "django__django-15554", "django__django-15569",
+    "django__django-15741", "django__django-15930", "django__django-16145", "django__django-16263",
+    "django__django-16485", "django__django-16662", "django__django-16667", "django__django-16901",
     "astropy__astropy-12907", "astropy__astropy-13236", "astropy__astropy-13453", "astropy__astropy-13579",
     "astropy__astropy-13977", "astropy__astropy-14096", "astropy__astropy-14182", "astropy__astropy-14309",
     "astropy__astropy-14369", "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
