@@ -69,6 +69,7 @@ train-swe: setup
 train-swe-quick: setup
 	$(PY) -m trainer.train configs/train_swe_quick.yaml $(ARGS)
 
+# ARGS: any other option, as `section.field=value` (as train-swe takes them) or its flag (`python -m evals.swe --help`).
 eval-swe: setup
 	$(PY) -m evals.swe --model $(MODEL) --engine $(ENGINE) --dataset $(DATASET) \
 	  --instances "$(INSTANCES)" --output $(OUTPUT) --workers $(WORKERS) $(ARGS)

@@ -1,15 +1,22 @@
 """Typed configuration of `make eval-swe` (`python -m evals.swe`): the one place every
-option of an evaluation and its default are stated.
+option of an evaluation and its default are stated, in sections as training's are
+(`trainer.config`), with the same words for the same things:
 
-The model is flat on purpose: the command line's flags are flat (`--model`, `--workers`,
-as `make eval-swe` and the READMEs use them), so a flat model keeps one vocabulary: a
-field, its flag (`max_turns` is `--max-turns`) and its key in a `--config` YAML file are
-the same word. For reading, `SECTIONS` groups the fields by component, as `--help` shows
-them: the model and its engine, the agent's limits, the tasks, grading, the run.
+    model     which model (or oracle, or predictions file), served by which engine
+    agent     the agent's limits (`agent_env.limits`, shared with training) and its sampling
+    tasks     which tasks, in which sandboxes (`tasks.source`, `tasks.sandbox_backend`, as training)
+    grading   which grader; gold validation and quarantine
+    run       where the run is written, how many instances at once
 
-`load_config(path, flags)` reads an optional YAML file and lays the flags given on the
-command line over it; errors are one line naming the file and field, or the flag, in the
-format of `sandboxes.yaml_files`.
+The command line is training's: `python -m evals.swe [CONFIG.yaml] [section.field=value ...]`,
+loaded by the one loader and error format of every config (`sandboxes.yaml_files.load_config`,
+its `ConfigError`). Every field also has a flat flag, the options `make eval-swe` and the
+READMEs type (`ALIASES`): `--model X` is `model.name=X`, `--max-turns 5` is
+`agent.max_turns=5`, `--sandbox docker` is `tasks.sandbox_backend=docker`. The same flat
+names are accepted as keys of a config file and keyword arguments (`EvalConfig(model="gold",
+workers=2)`), so files and code written for the flat options keep working. The YAML file
+comes first, then the flags, then the `section.field=value` overrides, each in the order
+given; `--help` lists every field with its flag, dotted name and default.
 """
 
 from __future__ import annotations
@@ -18,24 +25,24 @@ import argparse
 from pathlib import Path
 from typing import Any, Literal, NoReturn, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from sandboxes.yaml_files import field_problems, load_mapping
+from agent_env.limits import AgentLimits
+from sandboxes.yaml_files import ConfigError, Override, leaf_fields
+from sandboxes.yaml_files import load_config as load_sections
+
+__all__ = ["ALIASES", "GRADERS", "ConfigError", "EvalConfig", "config_from_argv", "flag_of", "load_config"]
 
 GRADERS = ("auto", "project", "official")
+PROG = "python -m evals.swe"
 
 
-class ConfigError(ValueError):
-    """A config file or flag is invalid; the message is one line naming the field or flag."""
-
-
-class EvalConfig(BaseModel):
-    """Everything `evals.swe.evaluate` needs to know about one evaluation run."""
-
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, protected_namespaces=(), frozen=True)
 
-    # -- the model and its engine
-    model: str = "tiny"
+
+class ModelConfig(_Section):
+    name: str = "tiny"
     """Model name or folder (`tiny`: the shipped random model), or an oracle: `gold` submits
     the gold patch, `empty` nothing (runs that check grading)."""
     engine: Literal["hf", "openai", "vllm"] = "hf"
@@ -47,123 +54,146 @@ class EvalConfig(BaseModel):
     """Tokenizer name or folder; none: the model's own."""
     serve_args: str = ""
     """`engine: vllm`: extra `vllm serve` arguments."""
-
-    # -- the agent
-    max_turns: int = Field(default=30, gt=0)
-    """Agent turns per instance."""
-    max_new_tokens: int = Field(default=256, gt=0)
-    """Tokens the model may generate in one turn."""
-    max_total_tokens: int = Field(default=16384, gt=0)
-    """Tokens (prompt, actions and observations) per instance before the episode is truncated."""
-    temperature: float = Field(default=0.0, ge=0)
-    """Sampling temperature (0: greedy)."""
-    seed: int = 0
-    """Sampling seed; instance i samples with seed + i, so results do not depend on `workers`."""
-
-    # -- the tasks
-    dataset: str = "builtin"
-    """`builtin`, a task folder, a SWE-bench .jsonl, or `verified` (the Hugging Face dataset)."""
-    instances: list[str] = Field(default_factory=list)
-    """Only these instance ids (comma-separated on the command line; all when empty)."""
-    repo_cache: Path | None = None
-    """Folder of git clones (DIR/owner__name or DIR/owner/name): SWE-bench rows run from their
-    repository at base_commit, in an environment built with pip for `sandbox`."""
-    quarantine: Path | None = None
-    """A quarantine.json whose instances are left out of every count."""
     predictions: Path | None = None
     """Grade this predictions.jsonl (SWE-bench's format, e.g. OpenHands') instead of running a model."""
 
-    # -- grading
-    grader: Literal[GRADERS] = "auto"  # type: ignore[valid-type]
-    """`auto`: the official SWE-bench harness where it can run, the project's sandbox grader
-    elsewhere; `project` or `official`: only that one."""
-    sandbox: Literal["local", "docker"] = "local"
+
+class AgentConfig(AgentLimits):
+    # The limits (max_turns, max_new_tokens, max_total_tokens) and their defaults are
+    # `AgentLimits`'; sampling is evaluation's own (greedy by default).
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
+    temperature: float = Field(default=0.0, ge=0)
+    """Sampling temperature (0: greedy)."""
+    seed: int = 0
+    """Sampling seed; instance i samples with seed + i, so results do not depend on `run.workers`."""
+
+
+class TasksConfig(_Section):
+    source: str = "builtin"
+    """`builtin`, a task folder, a SWE-bench .jsonl, or `verified` (the Hugging Face dataset)."""
+    ids: list[str] = Field(default_factory=list)
+    """Only these instance ids (comma-separated on the command line; all when empty)."""
+    repo_cache: Path | None = None
+    """Folder of git clones (DIR/owner__name or DIR/owner/name): SWE-bench rows run from their
+    repository at base_commit, in an environment built with pip for `sandbox_backend`."""
+    sandbox_backend: Literal["local", "docker"] = "local"
     """Where agents and the project grader run: `local` (bubblewrap) or `docker`."""
-    harness_pull: bool = False
-    """Let the official harness pull missing images."""
-    harness_timeout: int = Field(default=1800, gt=0)
-    """Official harness: seconds per test run."""
-    validate_gold: bool = False
-    """Run the gold patches, rerun gold failures and quarantine flaky instances (`model` is then `gold`)."""
-    reruns: int = Field(default=2, ge=0)
-    """`validate_gold`: reruns of each gold failure."""
 
-    # -- the run
-    output: Path = Path("runs/eval-swe")
-    """Folder the run is written to; a rerun with the same folder resumes it."""
-    workers: int = Field(default=1, gt=0)
-    """Instances run in parallel (threads); also how many environments (one per (repo, version)
-    spec) build at once with --repo-cache."""
-    keep_errors: bool = False
-    """On resume, do not retry instances that ended in an error."""
-
-    @field_validator("instances", mode="before")
+    @field_validator("ids", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):  # `--instances a,b` (and `make eval-swe INSTANCES=` gives "")
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    def agent_options(self) -> dict[str, Any]:
-        """The part an agent solver takes (`evals.runner.AgentSolver`)."""
-        fields = ("engine", "base_url", "tokenizer", "max_turns", "max_new_tokens", "max_total_tokens")
-        return {name: getattr(self, name) for name in (*fields, "temperature", "seed")}
+
+class GradingConfig(_Section):
+    grader: Literal[GRADERS] = "auto"  # type: ignore[valid-type]
+    """`auto`: the official SWE-bench harness where it can run, the project's sandbox grader
+    elsewhere; `project` or `official`: only that one."""
+    harness_pull: bool = False
+    """Let the official harness pull missing images."""
+    harness_timeout: int = Field(default=1800, gt=0)
+    """Official harness: seconds per test run."""
+    validate_gold: bool = False
+    """Run the gold patches, rerun gold failures and quarantine flaky instances (`model.name` is then `gold`)."""
+    reruns: int = Field(default=2, ge=0)
+    """`validate_gold`: reruns of each gold failure."""
+    quarantine: Path | None = None
+    """A quarantine.json whose instances are left out of every count."""
 
 
-# How `--help` groups the fields (each field once; a test checks it).
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "model and engine": ("model", "engine", "base_url", "tokenizer", "serve_args"),
-    "agent": ("max_turns", "max_new_tokens", "max_total_tokens", "temperature", "seed"),
-    "tasks": ("dataset", "instances", "repo_cache", "quarantine", "predictions"),
-    "grading": ("grader", "sandbox", "harness_pull", "harness_timeout", "validate_gold", "reruns"),
-    "run": ("output", "workers", "keep_errors"),
+class RunConfig(_Section):
+    output: Path = Path("runs/eval-swe")
+    """Folder the run is written to; a rerun with the same folder resumes it."""
+    workers: int = Field(default=1, gt=0)
+    """Instances run in parallel (threads); also how many environments (one per (repo, version)
+    spec) build at once with `tasks.repo_cache`."""
+    keep_errors: bool = False
+    """On resume, do not retry instances that ended in an error."""
+
+
+# Flags whose name is not their field's: the options as users have always typed them.
+RENAMED = {
+    "model.name": "model",
+    "tasks.source": "dataset",
+    "tasks.ids": "instances",
+    "tasks.sandbox_backend": "sandbox",
 }
 
 
+class EvalConfig(_Section):
+    """Everything `evals.swe.evaluate` needs to know about one evaluation run."""
+
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    """The model and its engine."""
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    """The agent's limits and sampling."""
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    """The tasks and their sandboxes."""
+    grading: GradingConfig = Field(default_factory=GradingConfig)
+    """The grader, gold validation and quarantine."""
+    run: RunConfig = Field(default_factory=RunConfig)
+    """The run's folder and parallelism."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_names(cls, data: Any) -> Any:
+        """`workers: 2` (a file) or `EvalConfig(model="gold")` is `run.workers` / `model.name`:
+        the flags' names work as keys too. `model` is the section when it is a mapping."""
+        if not isinstance(data, dict):
+            return data
+        nested = dict(data)
+        for key, value in data.items():
+            if key not in ALIASES or (key in cls.model_fields and isinstance(value, dict | BaseModel)):
+                continue
+            section, field = ALIASES[key].split(".")
+            del nested[key]
+            part = nested.get(section, {})
+            part = dict(part) if isinstance(part, dict | BaseModel) else part  # a model: its fields
+            if not isinstance(part, dict):
+                continue  # the section's own error says what is wrong with it
+            if field in part:
+                raise ValueError(f"{key!r} and {section}.{field} name one field: give it once")
+            nested[section] = {**part, field: value}
+        return nested
+
+    def agent_options(self) -> dict[str, Any]:
+        """The part an agent solver takes (`evals.runner.AgentSolver`)."""
+        model, agent = self.model, self.agent
+        return {"engine": model.engine, "base_url": model.base_url, "tokenizer": model.tokenizer,
+                **agent.model_dump()}  # fmt: skip
+
+
+# flat name (the flag without `--`, a flat key) -> dotted field, for every field.
+ALIASES: dict[str, str] = {
+    RENAMED.get(name, name.rsplit(".", 1)[-1]): name for name, _ in leaf_fields(EvalConfig)
+}  # fmt: skip
+_FLAGS = {dotted: alias for alias, dotted in ALIASES.items()}
+
+
 def flag_of(field: str) -> str:
-    """The command-line flag of a field: `max_turns` is `--max-turns`."""
-    return "--" + field.replace("_", "-")
+    """The command-line flag of a dotted field: `agent.max_turns` is `--max-turns`."""
+    return "--" + _FLAGS[field].replace("_", "-")
 
 
-def load_config(path: str | Path | None = None, flags: dict[str, Any] | None = None) -> EvalConfig:
-    """The YAML file at `path` (fields as in `EvalConfig`), with `flags` (field -> value, as
-    given on the command line) laid over it. A problem is one line: the flag when a flag
-    gave the value, else the file (or `defaults`) and the field."""
-    raw: dict[str, Any] = load_mapping(path, ConfigError) if path is not None else {}
-    flags = flags or {}
-    try:
-        return EvalConfig.model_validate({**raw, **flags})
-    except ValidationError as exc:
-        where = str(path) if path is not None else "defaults"
-        problems = []
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else ""
-            if field in flags:
-                problems.append(f"{flag_of(field)} {flags[field]!r}: {error['msg']}")
-            else:
-                problems.append(f"{where}: {field_problems(_One(error))}")
-        raise ConfigError("; ".join(problems)) from None
-
-
-class _One:
-    """One pydantic error, shaped as `field_problems` reads a `ValidationError` (so a file's
-    problems read as they do for every other YAML file)."""
-
-    def __init__(self, error: dict) -> None:
-        self._error = error
-
-    def errors(self) -> list[dict]:
-        return [self._error]
+def load_config(path: str | Path | None = None, overrides: list[str | Override] = ()) -> EvalConfig:
+    """The YAML file at `path` (sections as in `EvalConfig`) with `section.field=value`
+    overrides (or `Override`s, which the flags become) laid over it; one `ConfigError`
+    line naming the override or file and the field."""
+    return load_sections(EvalConfig, path, overrides, command=PROG, aliases=ALIASES)
 
 
 # -- the command line, generated from the model ------------------------------------------------
 
-USAGE_EXAMPLE = "python -m evals.swe --model gold --instances ID,ID --workers 4"
-
-
-METAVARS = {"model": "NAME", "base_url": "URL", "tokenizer": "NAME", "serve_args": "ARGS", "dataset": "SOURCE",
-            "instances": "ID,ID", "repo_cache": "DIR", "quarantine": "PATH", "predictions": "PATH",
-            "harness_timeout": "SECONDS", "output": "DIR"}  # fmt: skip
+USAGE_EXAMPLES = (
+    f"{PROG} --model gold --instances ID,ID --workers 4",
+    f"{PROG} eval.yaml model.name=gold tasks.ids=[ID,ID] run.workers=4",
+)
+METAVARS = {"model.name": "NAME", "model.base_url": "URL", "model.tokenizer": "NAME", "model.serve_args": "ARGS",
+            "model.predictions": "PATH", "tasks.source": "SOURCE", "tasks.ids": "ID,ID", "tasks.repo_cache": "DIR",
+            "grading.quarantine": "PATH", "grading.harness_timeout": "SECONDS", "run.output": "DIR"}  # fmt: skip
 
 
 class _Parser(argparse.ArgumentParser):
@@ -171,47 +201,73 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{message} ({self.prog} --help lists the options)")
 
 
+def _record(namespace: argparse.Namespace, override: Override) -> None:
+    namespace.flags = [*getattr(namespace, "flags", []), override]
+
+
+class _Flag(argparse.Action):
+    """`--flag VALUE`: an override of the flag's dotted field, kept in command-line order.
+    The value stays the text typed (no YAML reading: `--model 1.5` is a name)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        _record(namespace, Override(self.dest, values, f"{option_string} {values!r}"))
+
+
+class _Switch(argparse.BooleanOptionalAction):
+    """`--flag` / `--no-flag` of a boolean field."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        _record(namespace, Override(self.dest, not option_string.startswith("--no-"), option_string))
+
+
 def _metavar(field: str, annotation: Any) -> str | None:
-    choices = [arg for arg in get_args(annotation) if isinstance(arg, str)]
     if get_origin(annotation) is Literal:
-        return "{" + ",".join(choices) + "}"
+        return "{" + ",".join(arg for arg in get_args(annotation) if isinstance(arg, str)) + "}"
     return METAVARS.get(field) or {int: "N", float: "X"}.get(annotation, "TEXT")
 
 
 def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
-    """Every field of `EvalConfig` as a flag (help: the field's docstring and default), plus
-    `--config FILE.yaml`. Flags have no defaults of their own: a flag not given is not in
-    the result, so the defaults are `EvalConfig`'s and a config file's values stand."""
+    """`[CONFIG.yaml] [section.field=value ...]` as training takes them, and every field of
+    `EvalConfig` as a flag (help: its dotted name, docstring and default). Nothing has a
+    default of its own here: what is not given is not in the result, so the defaults are
+    `EvalConfig`'s and a config file's values stand."""
     parser = _Parser(
         prog=prog,
-        usage=f"{prog} [--config FILE.yaml] [--FIELD VALUE ...]",
-        description=f"{description}\n\nexample:\n  {USAGE_EXAMPLE}",
+        usage=f"{prog} [CONFIG.yaml] [section.field=value ...] [--FLAG VALUE ...]",
+        description=f"{description}\n\nexample:\n" + "\n".join(f"  {line}" for line in USAGE_EXAMPLES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
     parser.add_argument(
-        "--config", metavar="FILE.yaml", help="a YAML file of these fields (snake_case keys); flags override it"
-    )
-    fields = EvalConfig.model_fields
-    grouped = [name for names in SECTIONS.values() for name in names]
-    sections = {**SECTIONS, "other": tuple(name for name in fields if name not in grouped)}
-    for title, names in sections.items():
-        group = parser.add_argument_group(title) if names else None
-        for name in names:
-            field = fields[name]
-            default = field.get_default(call_default_factory=True)
-            shown = ",".join(default) if isinstance(default, list) else default
-            text = " ".join((field.description or "").split()).replace("%", "%%")
-            help_text = f"{text} (default: {shown if shown not in (None, '') else 'none'})"
-            if field.annotation is bool:
-                group.add_argument(flag_of(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
-            else:
-                group.add_argument(flag_of(name), dest=name, metavar=_metavar(name, field.annotation), help=help_text)
+        "items", nargs="*", metavar="section.field=value",
+        help="a field by its dotted name, as `python -m trainer.train` takes them (the value read as YAML); "
+        "applied after the flags. A first item without `=` is a YAML file of these sections (CONFIG.yaml)",
+    )  # fmt: skip
+    parser.add_argument("--config", metavar="FILE.yaml", help="the YAML file of these sections (as CONFIG.yaml)")
+    sections = {}
+    for dotted, field in leaf_fields(EvalConfig):
+        section = dotted.split(".")[0]
+        if section not in sections:
+            doc = EvalConfig.model_fields[section].description or ""
+            sections[section] = parser.add_argument_group(f"{section}: {doc[:1].lower()}{doc[1:].rstrip('.')}")
+        default = field.get_default(call_default_factory=True)
+        shown = ",".join(default) if isinstance(default, list) else default
+        text = " ".join((field.description or "").split()).replace("%", "%%")
+        help_text = f"{dotted}: {text} (default: {shown if shown not in (None, '') else 'none'})"
+        if field.annotation is bool:
+            sections[section].add_argument(flag_of(dotted), dest=dotted, action=_Switch, help=help_text)
+        else:
+            metavar = _metavar(dotted, field.annotation)
+            sections[section].add_argument(flag_of(dotted), dest=dotted, action=_Flag, metavar=metavar, help=help_text)
     return parser
 
 
-def config_from_argv(argv: list[str] | None, prog: str, description: str) -> EvalConfig:
+def config_from_argv(argv: list[str] | None, prog: str = PROG, description: str = "") -> EvalConfig:
     """Parse a command line into a validated `EvalConfig` (`ConfigError`: one line)."""
-    args = vars(build_parser(prog, description).parse_args(argv))
-    path = args.pop("config", None)
-    return load_config(path, args)
+    args = build_parser(prog, description).parse_intermixed_args(argv)
+    items, path = list(getattr(args, "items", [])), getattr(args, "config", None)
+    if items and "=" not in items[0]:
+        if path is not None:
+            raise ConfigError(f"two config files: {items[0]} and --config {path}; give one")
+        path = items.pop(0)
+    return load_config(path, [*getattr(args, "flags", []), *items])

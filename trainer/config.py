@@ -22,14 +22,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from sandboxes.yaml_files import field_problems, load_mapping, parse_value
+from agent_env.limits import limit_field
+from sandboxes.yaml_files import ConfigError
+from sandboxes.yaml_files import leaf_fields as _leaf_fields
+from sandboxes.yaml_files import load_config as load_sections
 from trainer.algorithms.registry import ALGORITHMS, get_algorithm
-
-
-class ConfigError(ValueError):
-    """A config file or override is invalid; the message is one line naming the field."""
 
 
 class _Section(BaseModel):
@@ -108,12 +107,10 @@ class RolloutConfig(_Section):
     kind: Literal["linear", "tree"] = "linear"
     """`linear` episodes, or PATR `tree` rollouts that fork promising branches (one tree per
     picked task and group member; its branches form one group)."""
-    max_turns: int = Field(default=3, gt=0)
-    """Agent turns per episode (caps each task's own limit)."""
-    max_new_tokens: int = Field(default=48, gt=0)
-    """Tokens the policy may generate in one turn."""
-    max_total_tokens: int = Field(default=2048, gt=0)
-    """Tokens (prompt, actions and observations) per episode before it is truncated."""
+    # The agent's limits: meaning, bounds and docstrings in `agent_env.limits`, shared with evals.
+    max_turns: int = limit_field("max_turns", 3)
+    max_new_tokens: int = limit_field("max_new_tokens", 48)
+    max_total_tokens: int = limit_field("max_total_tokens", 2048)
     max_observation_chars: int = Field(default=2000, gt=0)
     """Tool output kept per observation (head and tail)."""
     max_format_errors: int | None = Field(default=None, gt=0)
@@ -372,36 +369,7 @@ class TrainConfig(_Section):
 
 def leaf_fields(model: type[BaseModel] = TrainConfig, prefix: str = ""):
     """(dotted name, field) of every leaf field, in declaration order."""
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            yield from leaf_fields(annotation, f"{prefix}{name}.")
-        else:
-            yield f"{prefix}{name}", field
-
-
-def _suggest(key: str) -> str:
-    leaf = key.rsplit(".", 1)[-1]
-    matches = [name for name, _ in leaf_fields() if name.rsplit(".", 1)[-1] == leaf]
-    return f" (did you mean {' or '.join(matches)}?)" if matches else " (python -m trainer.train --help lists them)"
-
-
-def _set(raw: dict, item: str) -> None:
-    key, sep, value = item.partition("=")
-    if not sep or not key:
-        raise ConfigError(f"override {item!r}: expected section.field=value, e.g. run.steps=20")
-    known = dict(leaf_fields())
-    sections = {name for name in TrainConfig.model_fields}
-    if key not in known and key not in sections:
-        raise ConfigError(f"override {item!r}: unknown field {key!r}{_suggest(key)}")
-    *path, last = key.split(".")
-    node = raw
-    for part in path:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"override {item!r}: {part!r} is not a section")
-        node = child
-    node[last] = parse_value(value)
+    return _leaf_fields(model, prefix)
 
 
 def _check(config: TrainConfig, where: str) -> TrainConfig:
@@ -459,12 +427,6 @@ def _check_vigor(config: TrainConfig, spec, where: str) -> None:
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
     """Load `path` (YAML, sections as in `TrainConfig`) and apply `section.field=value`
-    overrides (values parsed as YAML)."""
-    raw: dict = load_mapping(path, ConfigError) if path is not None else {}
-    where = str(path) if path is not None else "defaults"
-    for item in overrides:
-        _set(raw, item)
-    try:
-        return _check(TrainConfig.model_validate(raw), where)
-    except ValidationError as exc:
-        raise ConfigError(f"{where}: {field_problems(exc)}") from None
+    overrides (values parsed as YAML), the same way evaluations read theirs
+    (`sandboxes.yaml_files.load_config`)."""
+    return load_sections(TrainConfig, path, overrides, command="python -m trainer.train", check=_check)

@@ -386,7 +386,7 @@ def test_an_unknown_instance_is_one_line_with_the_closest_id(tmp_path, capsys):
 
 
 def test_a_test_is_listed_once_failed_or_missing_and_network_comes_from_required_failures():
-    from evals.swe import _grade_fields
+    from evals.instance import grade_fields
     from tasks import Task
     from tasks.spec import GradingSpec
     from tests.agent_env.test_network_failure import BODY, GET, NAME_RESOLUTION, PROXY, pytest_log
@@ -399,7 +399,7 @@ def test_a_test_is_listed_once_failed_or_missing_and_network_comes_from_required
     log = pytest_log(get_fails_with=NAME_RESOLUTION, body_fails=True)
     statuses = {GET: "FAILED", PROXY: "PASSED", BODY: "FAILED"}
     grade = GradeResult(False, True, statuses, (GET, "test_requests.py::gone"), ("test_requests.py::gone",), log)
-    fields = _grade_fields(task, Attempt(patch="x", grade=grade))
+    fields = grade_fields(task, Attempt(patch="x", grade=grade))
     assert fields["failed_tests"] == [GET] and fields["missing_tests"] == ["test_requests.py::gone"]
     assert fields["network_error"] == f"{GET}: " + f"E       {NAME_RESOLUTION}"[:300]
     # Only test_body_length (failed, not required) and test_proxy_env (passed) show network errors.
@@ -409,5 +409,5 @@ def test_a_test_is_listed_once_failed_or_missing_and_network_comes_from_required
         "AssertionError: '0' != '3'", NAME_RESOLUTION
     )
     grade = GradeResult(False, True, statuses, ("test_requests.py::gone",), ("test_requests.py::gone",), log)
-    fields = _grade_fields(task, Attempt(patch="x", grade=grade))
+    fields = grade_fields(task, Attempt(patch="x", grade=grade))
     assert "network_error" not in fields and fields["failed_tests"] == []

@@ -50,4 +50,6 @@ def test_a_negative_pool_size_is_one_line():
     assert load_config(None, []).rollout.sandbox_pool == 0  # off by default
     with pytest.raises(ConfigError) as error:
         load_config(None, ["rollout.sandbox_pool=-1"])
-    assert str(error.value) == "defaults: field 'rollout.sandbox_pool': Input should be greater than or equal to 0"
+    assert str(error.value) == (
+        "override 'rollout.sandbox_pool=-1': field 'rollout.sandbox_pool': Input should be greater than or equal to 0"
+    )
