@@ -114,3 +114,25 @@ def test_pytest_7324_gold_run_reads_every_required_test_passed():
     statuses = log_parser("swebench", "pytest-dev/pytest")(log)
     assert {test: statuses.get(test) for test in row["tests"]} == dict.fromkeys(row["tests"], "PASSED")
     assert len(row["tests"]) == 61
+
+
+def test_sympy_last_test_of_a_file_reads_with_its_file_verdict():
+    # bin/test's verbose output on sympy 19495 (2026-12-05): the file's verdict ends the
+    # line of its last test. The official parser reads only lines ending in " ok".
+    from tasks.log_parsers import log_parser
+
+    log = (
+        "sympy/sets/tests/test_conditionset.py[3] \n"
+        "test_CondSet ok\n"
+        "test_subs_CondSet F\n"
+        "test_contains ok                                                          [FAIL]\n"
+        "\n"
+        "sympy/sets/tests/test_sets.py[1] \n"
+        "test_union E                                                              [FAIL]\n"
+    )
+    assert log_parser("swebench", "sympy/sympy")(log) == {
+        "test_CondSet": "PASSED",
+        "test_subs_CondSet": "FAILED",
+        "test_contains": "PASSED",
+        "test_union": "ERROR",
+    }
