@@ -58,7 +58,9 @@ PYTEST_ROWS = (
     "pytest-dev__pytest-10356",
 )
 # Rows of other repositories that validated on 2026-12-05 with no network (28 django rows of
-# 3.0-5.0, about 3 a version, every one tried: 3.x needs the host's en_US.UTF-8 locale;
+# 3.0-5.0, about 3 a version, every one tried: 3.x needs the host's en_US.UTF-8 locale; 8 sympy
+# rows of 1.0-1.7, every one tried; sphinx's 6 tried fail: their environment's tox does not run
+# the current env (`No module named pytest` in .tox/py39), xarray's need conda;
 # pylint-dev__pylint-4661 needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
 # and 13398 fail with the gold patch in their environments, and its 1.3 and 3.1 environments
 # do not build).
@@ -70,6 +72,8 @@ OTHER_ROWS = (
     "django__django-15022", "django__django-15525", "django__django-15554", "django__django-15569",
     "django__django-15741", "django__django-15930", "django__django-16145", "django__django-16263",
     "django__django-16485", "django__django-16662", "django__django-16667", "django__django-16901",
+    "sympy__sympy-12481", "sympy__sympy-14531", "sympy__sympy-15017", "sympy__sympy-15875", "sympy__sympy-18199",
+    "sympy__sympy-18763", "sympy__sympy-19495", "sympy__sympy-20916",
     "astropy__astropy-12907", "astropy__astropy-13236", "astropy__astropy-13453", "astropy__astropy-13579",
     "astropy__astropy-13977", "astropy__astropy-14096", "astropy__astropy-14182", "astropy__astropy-14309",
     "astropy__astropy-14369", "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
