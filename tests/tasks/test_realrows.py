@@ -59,7 +59,7 @@ PYTEST_ROWS = (
 )
 # Rows of other repositories that validated on 2026-12-05 with no network (28 django rows of
 # 3.0-5.0, about 3 a version, every one tried: 3.x needs the host's en_US.UTF-8 locale; 8 sympy
-# rows of 1.0-1.7, every one tried; sphinx's 6 tried fail: their environment's tox does not run
+# rows of 1.0-1.8, every one tried; sphinx's 6 tried fail: their environment's tox does not run
 # the current env (`No module named pytest` in .tox/py39), xarray's need conda;
 # pylint-dev__pylint-4661 needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
 # and 13398 fail with the gold patch in their environments, and its 1.3 and 3.1 environments
