@@ -5,19 +5,25 @@ around the model become an `error` record, never unresolved."""
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from agent_env import GradingError, network_failure
+from evals.official import OfficialVerdict, run_harness
 from evals.plan import PENDING, GradePlan
 from evals.report import status_of
 from evals.runner import Attempt, Solver
-from evals.store import trajectory_name
+from evals.store import RunStore, trajectory_name
 from evals.swebench_verdict import verdict
 from sandboxes import SandboxError
 from tasks import Task, TaskError
 from trainer.inference.engines.base import EngineError
+
+logger = logging.getLogger(__name__)
 
 # Failures of the machinery around the model: recorded as errors, never as unresolved.
 INFRA_ERRORS = (SandboxError, GradingError, EngineError, TaskError)
@@ -138,3 +144,48 @@ def attempt_instance(task: Task, index: int, solver: Solver, plan: GradePlan, mo
     record["seconds"] = round(time.monotonic() - started, 3)
     record["trajectory"] = f"trajectories/{trajectory_name(task.id)}"
     return record, trajectory_of(task, model, record, attempt, started_at)
+
+
+# -- a run's official grading (`evals.official` runs the harness) ------------------------------
+
+
+def grade_officially(
+    pending: list[dict],
+    *,
+    rows: list[dict],
+    plans: dict[str, GradePlan],  # the run's; the harness reads the rows
+    predictions: dict[str, dict],
+    workdir: Path,
+    run_id: str,
+    workers: int,
+    timeout_s: int,
+) -> dict[str, OfficialVerdict]:
+    """Run the official harness on the pending instances' predictions."""
+    batch = [predictions[record["instance_id"]] for record in pending]
+    logger.info("official harness: grading %d instance(s); log: %s", len(batch), workdir / "harness.log")
+    return run_harness(rows, batch, workdir=workdir, run_id=run_id, max_workers=workers, timeout_s=timeout_s)
+
+
+def apply_official(record: dict, official: OfficialVerdict) -> dict:
+    final = {**record, "status": official.status, "resolved": official.status == "resolved", "grader": "official"}
+    if official.status == "error":
+        final["error"] = f"task {record['instance_id']}: {official.note}"
+    elif official.note:
+        final["note"] = official.note
+    if official.tests_status:
+        failures = [
+            *official.tests_status.get("FAIL_TO_PASS", {}).get("failure", []),
+            *official.tests_status.get("PASS_TO_PASS", {}).get("failure", []),
+        ]
+        final.update(listed_failures(failures, record.get("missing_tests", [])))
+    final["official_log_dir"] = official.log_dir
+    return final
+
+
+def record_official_in_trajectory(store: RunStore, record: dict, official: OfficialVerdict) -> None:
+    path = store.root / record["trajectory"]
+    data = json.loads(path.read_text()) if path.exists() else {"instance_id": record["instance_id"]}
+    data.update(status=record["status"], resolved=record["resolved"], grader="official", error=record.get("error"))
+    data["official"] = {"status": official.status, "note": official.note, "tests_status": official.tests_status}
+    data["official"]["log_dir"] = official.log_dir
+    store.write_trajectory(record["instance_id"], data)

@@ -24,9 +24,8 @@ not apply is unresolved (the agent's doing); anything else without a report (an 
 cannot be pulled, a test run past the timeout, a crash) is an infrastructure error, never
 unresolved.
 
-For a run (`evals.swe`): `grade_officially` grades the instances waiting for the harness,
-`apply_official` makes a verdict their final record, `record_official_in_trajectory` adds
-it to their trajectory file.
+For a run (`evals.swe`), `evals.instance` grades the instances waiting for the harness with
+it and makes its verdicts their final records.
 """
 
 from __future__ import annotations
@@ -38,13 +37,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from evals.instance import listed_failures
-
-if TYPE_CHECKING:
-    from evals.plan import GradePlan
-    from evals.store import RunStore
 
 logger = logging.getLogger(__name__)
 
@@ -267,48 +259,3 @@ def run_harness(
         log.flush()
         subprocess.run(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, check=False)
     return {p["instance_id"]: read_report(workdir, run_id, p) for p in predictions}
-
-
-# -- a run's official grading ------------------------------------------------------------------
-
-
-def grade_officially(
-    pending: list[dict],
-    *,
-    rows: list[dict],
-    plans: dict[str, GradePlan],  # the run's; the harness reads the rows
-    predictions: dict[str, dict],
-    workdir: Path,
-    run_id: str,
-    workers: int,
-    timeout_s: int,
-) -> dict[str, OfficialVerdict]:
-    """Run the official harness on the pending instances' predictions."""
-    batch = [predictions[record["instance_id"]] for record in pending]
-    logger.info("official harness: grading %d instance(s); log: %s", len(batch), workdir / "harness.log")
-    return run_harness(rows, batch, workdir=workdir, run_id=run_id, max_workers=workers, timeout_s=timeout_s)
-
-
-def apply_official(record: dict, official: OfficialVerdict) -> dict:
-    final = {**record, "status": official.status, "resolved": official.status == "resolved", "grader": "official"}
-    if official.status == "error":
-        final["error"] = f"task {record['instance_id']}: {official.note}"
-    elif official.note:
-        final["note"] = official.note
-    if official.tests_status:
-        failures = [
-            *official.tests_status.get("FAIL_TO_PASS", {}).get("failure", []),
-            *official.tests_status.get("PASS_TO_PASS", {}).get("failure", []),
-        ]
-        final.update(listed_failures(failures, record.get("missing_tests", [])))
-    final["official_log_dir"] = official.log_dir
-    return final
-
-
-def record_official_in_trajectory(store: RunStore, record: dict, official: OfficialVerdict) -> None:
-    path = store.root / record["trajectory"]
-    data = json.loads(path.read_text()) if path.exists() else {"instance_id": record["instance_id"]}
-    data.update(status=record["status"], resolved=record["resolved"], grader="official", error=record.get("error"))
-    data["official"] = {"status": official.status, "note": official.note, "tests_status": official.tests_status}
-    data["official"]["log_dir"] = official.log_dir
-    store.write_trajectory(record["instance_id"], data)

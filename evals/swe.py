@@ -41,14 +41,8 @@ from tqdm import tqdm
 
 from agent_env import needs_environment, prepare_environments
 from evals.config import GRADERS, ConfigError, EvalConfig, config_from_argv
-from evals.official import (
-    HarnessCheck,
-    apply_official,
-    check_harness,
-    grade_officially,
-    harness_version,
-    record_official_in_trajectory,
-)
+from evals.instance import apply_official, grade_officially, record_official_in_trajectory
+from evals.official import HarnessCheck, check_harness, harness_version
 from evals.plan import PENDING, GradePlan, harness_specs, needs_run, plan_grading, swebench_rows
 from evals.pool import RunSandboxes, progress_postfix, run_pool, run_sandboxes
 from evals.report import build_report, markdown_report, status_of, summarize, write_chart
