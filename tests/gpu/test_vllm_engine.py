@@ -144,12 +144,12 @@ def test_a_one_rank_learner_group_trains_on_its_gpu(tmp_path):
     group, so the policy lives on CUDA (not on the actor's CPU, where bf16 would be ignored)."""
     code = (
         "import os, torch; from trainer.config import load_config; "
-        "from trainer.orchestrator.learner_group import LearnerRank; "
+        "from trainer.orchestrator.learner_group import LearnerRank, timed_step; "
         "from tests.trainer.fsdp_worker import fixed_batch; from trainer import distributed; "
         "config = load_config(None, ['learner.bf16=true']).model_dump(); "
         "rank = LearnerRank(config, 0, 1, 4); rank.setup('127.0.0.1:29563'); "
         "device = next(rank.learner.policy.parameters()).device; assert device.type == 'cuda', device; "
-        "m = rank.step(fixed_batch()).metrics; assert m['version'] == 1, m; print('ok', device); "
+        "m = rank.call(timed_step, fixed_batch()).metrics; assert m['version'] == 1, m; print('ok', device); "
         "distributed.exit_rank()"
     )
     result = _run_snippet(tmp_path / "one_rank_group.py", code)

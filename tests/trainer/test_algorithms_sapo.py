@@ -12,7 +12,7 @@ from trainer.algorithms import (
     ban_value_tokens,
     broadcast_turns,
     normalize_turn_advantages,
-    sapo_loss,
+    sapo_loss_terms,
     sapo_value,
     sapo_value_from_hidden,
     turn_gae,
@@ -175,11 +175,13 @@ def test_turn_positions_match_loop_reference(tail):
     st.floats(0.0, 1.0),
     st.floats(0.0, 0.1),
 )
-def test_sapo_loss_matches_loop_reference(data, beta, c_h):
+def test_sapo_loss_terms_match_loop_reference(data, beta, c_h):
+    """Each term the learner weighs (`trainer.learner.objectives.sapo` combines them as
+    `L_clip + c_V L_V + c_Q L_Q + beta KL - c_H H`, checked in `test_sapo_learner`)."""
     tokens, turns = data
     logp, old, ref, adv, mask, ent = (list(x) for x in zip(*tokens, strict=True))
     v, vt, q, qt, tm = (list(x) for x in zip(*turns, strict=True))
-    loss, stats = sapo_loss(
+    terms = sapo_loss_terms(
         f64([logp]),
         f64([old]),
         f64([adv]),
@@ -189,14 +191,10 @@ def test_sapo_loss_matches_loop_reference(data, beta, c_h):
         q_values=f64([q]),
         q_targets=f64([qt]),
         turn_mask=torch.tensor([tm]),
-        logp_ref=f64([ref]),
-        entropy=f64([ent]),
+        logp_ref=f64([ref]) if beta else None,
+        entropy=f64([ent]) if c_h else None,
         clip_low=0.2,
         clip_high=0.3,
-        c_v=0.5,
-        c_q=0.25,
-        beta=beta,
-        c_h=c_h,
     )
     kept = [i for i, m in enumerate(mask) if m]
     policy = kl = h = 0.0
@@ -208,18 +206,14 @@ def test_sapo_loss_matches_loop_reference(data, beta, c_h):
     real = [j for j, m in enumerate(tm) if m]
     value = sum(0.5 * (v[j] - vt[j]) ** 2 for j in real) / max(len(real), 1)
     q_loss = sum(0.5 * (q[j] - qt[j]) ** 2 for j in real) / max(len(real), 1)
-    expected = policy + 0.5 * value + 0.25 * q_loss + beta * kl - c_h * h
-    assert math.isclose(float(loss), expected, rel_tol=1e-9, abs_tol=1e-9)
-    assert math.isclose(stats["value_loss"], value, rel_tol=1e-9, abs_tol=1e-12)
-
-
-def test_sapo_loss_needs_reference_and_entropy_when_weighted():
-    x, m = torch.zeros(1, 2), torch.ones(1, 2, dtype=torch.bool)
-    kwargs = {"values": x, "value_targets": x, "q_values": x, "q_targets": x, "turn_mask": m}
-    with pytest.raises(ValueError, match="logp_ref"):
-        sapo_loss(x, x, x, m, **kwargs)
-    with pytest.raises(ValueError, match="entropy"):
-        sapo_loss(x, x, x, m, beta=0.0, c_h=0.01, **kwargs)
+    for got, want in (
+        (terms.policy, policy),
+        (terms.value, value),
+        (terms.q, q_loss),
+        (terms.kl, kl if beta else 0.0),  # no reference given: a zero term
+        (terms.entropy, h if c_h else 0.0),
+    ):
+        assert math.isclose(float(got), want, rel_tol=1e-9, abs_tol=1e-9)
 
 
 # -- memory: a shared readout costs nothing; a separate critic doubles the model --------------

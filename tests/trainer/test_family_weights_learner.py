@@ -15,6 +15,7 @@ from tests.trainer.test_learner import make_trajectory
 from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig, load_config
 from trainer.inference.models import ValueModel, load_policy
 from trainer.learner import Learner
+from trainer.learner.advantages import weigh_families
 
 
 def se_rl_learner(seed: int = 0, **rule) -> Learner:
@@ -69,9 +70,9 @@ def test_each_trajectorys_advantages_are_scaled_by_its_familys_weight():
     trajectories = batch(learner)
     selection = learner.objective.select(trajectories)
     prepared = learner.prepare(selection.trajectories)
-    targets = learner.objective.targets(learner, selection, prepared)
+    targets = learner.objective.targets(learner.models, selection, prepared)
     before = [target.advantages.clone() for target in targets.micro]
-    metrics = learner._weigh_families(selection.trajectories, prepared, targets)
+    metrics = weigh_families(learner.family_weights, selection.trajectories, prepared, targets)
     assert metrics == pytest.approx({"family_weight/numeric": 0.55, "family_weight/text": 1.45})
     for micro, target, old in zip(prepared.micro_batches, targets.micro, before, strict=True):
         for row, trajectory in enumerate(micro.trajectories):

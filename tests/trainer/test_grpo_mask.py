@@ -53,11 +53,11 @@ def test_grpo_mask_loss_is_saos_loss_on_group_advantages_and_drops_tokens_outsid
     assert selection.sequence_advantages == pytest.approx([advantage, -advantage, -advantage, advantage], abs=1e-12)
     batch = learner.prepare(selection.trajectories)
     [micro] = batch.micro_batches
-    [target] = learner.objective.targets(learner, selection, batch).micro
+    [target] = learner.objective.targets(learner.models, selection, batch).micro
     tensors = micro.tensors
     mask = tensors["policy_mask"]
     assert int(mask.sum()) == 36 and loss_weight(tensors, batch.totals, "token_mean") == 1.0
-    part = learner.objective.micro_loss(learner, micro, target, batch)
+    part = learner.objective.micro_loss(learner.models, micro, target, batch)
 
     logp = token_logprobs(learner.policy, tensors["input_ids"], tensors["attention_mask"], learner.temperature)
     rollout = tensors["rollout_logp"]
@@ -95,6 +95,6 @@ def test_grpo_mask_differs_from_grpo_only_in_the_loss():
     for learner, selection in ((masked, a), (grpo, b)):
         batch = learner.prepare(selection.trajectories)
         [micro] = batch.micro_batches
-        [target] = learner.objective.targets(learner, selection, batch).micro
-        losses.append(float(learner.objective.micro_loss(learner, micro, target, batch).loss.detach()))
+        [target] = learner.objective.targets(learner.models, selection, batch).micro
+        losses.append(float(learner.objective.micro_loss(learner.models, micro, target, batch).loss.detach()))
     assert losses[0] != losses[1]

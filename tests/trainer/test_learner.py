@@ -32,6 +32,22 @@ def make_trajectory(policy, reward: float, seed: int) -> Trajectory:
     return traj
 
 
+def warm_start(learner: Learner, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
+    """A whole warm start in one chunk: begin, `steps` steps, end."""
+    learner.begin_warm_start(demonstrations, lr)
+    losses = learner.warm_start_steps(steps)
+    learner.end_warm_start()
+    return losses
+
+
+def pretrain_critic(learner: Learner, trajectories: list[Trajectory], steps: int) -> list[float]:
+    """A whole critic pre-training in one chunk: begin, `steps` updates, end."""
+    learner.begin_critic_pretraining(trajectories)
+    losses = learner.critic_pretraining_steps(steps)
+    learner.end_critic_pretraining()
+    return losses
+
+
 @pytest.fixture
 def learner():
     policy = load_policy("tiny", seed=0)
@@ -62,7 +78,7 @@ def test_critic_learns_returns(learner):
     """Critic-only updates (the policy is not needed to test the value regression): the
     value loss toward the Monte Carlo returns (all 1) falls far below where it started."""
     trajectories = [make_trajectory(learner.policy, 1.0, s) for s in range(2)]
-    losses = learner.pretrain_critic(trajectories, steps=15)
+    losses = pretrain_critic(learner, trajectories, steps=15)
     assert losses[0] == 0.5  # the value head starts at zero: 0.5 * (1 - 0)^2 on every token
     assert losses[-1] < 0.01  # 0.0048 at this seed; the loss falls every step
     assert all(b < a for a, b in zip(losses, losses[1:], strict=False))
@@ -71,7 +87,7 @@ def test_critic_learns_returns(learner):
 def test_advantages_are_zero_off_policy_tokens(learner):
     trajectories = [make_trajectory(learner.policy, 1.0, 0)]
     micro = learner.prepare(trajectories).micro_batches[0]
-    target = learner.objective.micro_targets(learner, micro)
+    target = learner.objective.micro_targets(learner.models, micro)
     mask = micro.tensors["policy_mask"]
     assert target.advantages[~mask].abs().sum() == 0 and target.returns[~mask].abs().sum() == 0
     # lambda = 1 for the critic and gamma = 1: every return is the final reward.
@@ -153,7 +169,7 @@ def test_activation_checkpointing_saves_memory():
 def test_value_pretraining_moves_only_the_critic(learner):
     trajectories = [make_trajectory(learner.policy, 1.0, s) for s in range(2)]
     before = [p.detach().clone() for p in learner.policy.parameters()]
-    losses = learner.pretrain_critic(trajectories, steps=10)
+    losses = pretrain_critic(learner, trajectories, steps=10)
     assert losses[-1] < losses[0]
     assert all(torch.equal(a, b) for a, b in zip(before, learner.policy.parameters(), strict=True))
     assert learner.version == 0
@@ -186,7 +202,7 @@ def test_group_advantages_are_normalised_within_each_group():
     selection = learner.objective.select(trajectories)
     batch = learner.prepare(selection.trajectories)
     [micro] = batch.micro_batches
-    [target] = learner.objective.targets(learner, selection, batch).micro
+    [target] = learner.objective.targets(learner.models, selection, batch).micro
     mask = micro.tensors["policy_mask"]
     per_row = {i: target.advantages[row][mask[row]].unique().tolist() for row, i in enumerate(micro.indices)}
     assert per_row[0][0] > 0 > per_row[1][0]  # the better rollout of group a is pushed up
@@ -243,7 +259,7 @@ def test_warm_start_restarts_the_critic_from_the_fine_tuned_policy(learner):
     """SAO initialises the critic from the (fine-tuned) policy: after a warm start the
     critic's backbone equals the policy's decoder, not the random initialisation."""
     head = learner.critic.head.weight.detach().clone()
-    learner.warm_start([make_trajectory(learner.policy, 1.0, seed=3)], steps=2, lr=1e-2)
+    warm_start(learner, [make_trajectory(learner.policy, 1.0, seed=3)], steps=2, lr=1e-2)
     decoder = dict(learner.policy.get_decoder().named_parameters())
     for name, parameter in learner.critic.backbone.named_parameters():
         assert torch.equal(parameter, decoder[name]), name

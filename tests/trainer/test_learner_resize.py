@@ -11,7 +11,8 @@ import torch
 from tests.trainer.fsdp_worker import fixed_batch
 from trainer.build import build_learner
 from trainer.config import load_config
-from trainer.orchestrator.learner_group import LearnerGroup
+from trainer.learner import Learner
+from trainer.orchestrator.learner_group import LearnerGroup, timed_step
 
 OVERRIDES = ["learner.lr=1e-3", "learner.critic_lr=1e-3", "learner.token_budget=40"]
 PER_RANK = {"micro_batches", "model_tokens"}
@@ -39,17 +40,17 @@ def test_a_learner_resized_between_steps_matches_one_that_never_moved(ray_cluste
     group = LearnerGroup(config, ranks=1, pool=pool)
     processes = {handle._actor_id for handle in group.pool}
     try:
-        got = [group._get("step", batch).metrics]
+        got = [group.call(timed_step, batch).metrics]
         assert group.resize(1) == 0.0  # already one rank: nothing moves
         grow = group.resize(2)
-        assert len(group.ranks) == 2 and group.version() == 1
-        got.append(group._get("step", batch).metrics)
+        assert len(group.ranks) == 2 and group.call(Learner.version) == 1
+        got.append(group.call(timed_step, batch).metrics)
         group.save(str(tmp_path / "two-ranks"), {})  # the checkpoint's collectives stay in the learner's ranks
         shrink = group.resize(1)
-        assert len(group.ranks) == 1 and group.version() == 2
-        got.append(group._get("step", batch).metrics)
+        assert len(group.ranks) == 1 and group.call(Learner.version) == 2
+        got.append(group.call(timed_step, batch).metrics)
         assert grow > 0 and shrink > 0
-        weights = group._get("weights", True)
+        weights = group.call(Learner.weights, True)
         if pool:  # in place: the same processes throughout, the one outside the learner idle
             assert {handle._actor_id for handle in group.pool} == processes and len(processes) == pool
             assert ray.get([handle.activate.remote(1, 1) for handle in group.pool[1:]]) == [False, False]

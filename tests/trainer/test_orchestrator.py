@@ -281,6 +281,7 @@ def test_a_two_rank_learner_returns_every_advantage_to_the_curriculum(ray_cluste
     import ray
 
     from trainer.algorithms import PACController
+    from trainer.learner import Learner
     from trainer.orchestrator.learner_group import LearnerGroup
     from trainer.orchestrator.schedule import TaskPicker
 
@@ -289,7 +290,7 @@ def test_a_two_rank_learner_returns_every_advantage_to_the_curriculum(ray_cluste
     for ranks in (1, 2):
         group = LearnerGroup(config, ranks=ranks)
         try:
-            results[ranks] = ray.get(group.step_ref(_scored_batch()))
+            results[ranks] = ray.get(group.call_ref(Learner.step, _scored_batch()))
         finally:
             group.kill()
     batch = _scored_batch()

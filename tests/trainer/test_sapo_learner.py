@@ -57,7 +57,7 @@ def readouts(learner: Learner, trajectories) -> tuple[torch.Tensor, torch.Tensor
     tensors = padded_batch(trajectories, learner.pad_id)
     layout = turn_layout(trajectories, tensors)
     with torch.no_grad():
-        values = learner.objective.forward(learner, tensors, values_only=True)[1].gather(1, layout["v_index"])
+        values = learner.objective.forward(learner.models, tensors, values_only=True)[1].gather(1, layout["v_index"])
     rewards = torch.tensor([t.reward for t in trajectories])[:, None].expand_as(values)
     return values[layout["turn_mask"]], rewards[layout["turn_mask"]]
 
@@ -121,6 +121,25 @@ def test_sapo_step_trains_policy_and_value_rows_with_finite_losses():
     assert list(result.advantages) == ["j0", "j1", "j2"]
     assert result.advantages["j0"] > result.advantages["j1"] < result.advantages["j2"]
     assert result.advantages["j1"] < 0
+
+
+def test_the_loss_is_sapos_combination_of_its_terms():
+    """`L_clip + c_V L_V + c_Q L_Q + beta KL - c_H H` (arXiv 2608.19842), as the objective
+    combines `sapo_loss_terms` (one micro-batch: every token and turn weight is 1)."""
+    learner, _ = sapo(c_v=0.7, c_q=0.3, beta=0.05, c_h=0.02)
+    selection = learner.objective.select(fixed_batch())
+    batch = learner.prepare(selection.trajectories)
+    [micro] = batch.micro_batches
+    [target] = learner.objective.targets(learner.models, selection, batch).micro
+    part = learner.objective.micro_loss(learner.models, micro, target, batch)
+    terms = part.sums
+    assert all(terms[key] != 0 for key in ("policy_loss", "value_loss", "q_loss", "kl", "entropy"))
+    expected = (
+        terms["policy_loss"] + 0.7 * terms["value_loss"] + 0.3 * terms["q_loss"] + 0.05 * terms["kl"]
+    ) - 0.02 * terms["entropy"]
+    assert float(part.loss.detach()) == pytest.approx(expected, rel=1e-6) and terms["loss"] == pytest.approx(
+        expected, rel=1e-6
+    )
 
 
 def test_policy_logprobs_never_see_the_value_rows():

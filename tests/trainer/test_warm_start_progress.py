@@ -1,10 +1,10 @@
 """The warm start and the critic pre-training taken in chunks (the recipe draws a progress bar
-between them) make exactly the updates of one call: the same losses, the same weights."""
+between them) make exactly the updates of one chunk: the same losses, the same weights."""
 
 import pytest
 import torch
 
-from tests.trainer.test_learner import make_learner, make_trajectory
+from tests.trainer.test_learner import make_learner, make_trajectory, pretrain_critic, warm_start
 from trainer.inference.models import ValueModel, load_policy
 from trainer.recipes.phases import chunked_steps
 
@@ -39,10 +39,10 @@ class Bar:
         self.postfix = values
 
 
-def test_a_chunked_warm_start_equals_the_one_call_warm_start_bit_for_bit():
+def test_a_chunked_warm_start_equals_the_one_chunk_warm_start_bit_for_bit():
     demos = [make_trajectory(load_policy("tiny", seed=0), 1.0, seed=s) for s in (3, 4)]
     whole = tiny_learner()
-    expected = whole.warm_start(demos, steps=7, lr=1e-2)
+    expected = warm_start(whole, demos, steps=7, lr=1e-2)
 
     chunked = tiny_learner()
     chunked.begin_warm_start(demos, lr=1e-2)
@@ -59,7 +59,7 @@ def test_a_chunked_warm_start_equals_the_one_call_warm_start_bit_for_bit():
 def test_chunked_steps_advances_the_bar_after_each_chunk_with_the_same_losses():
     demos = [make_trajectory(load_policy("tiny", seed=0), 1.0, seed=3)]
     whole = tiny_learner()
-    expected = whole.warm_start(demos, steps=5, lr=1e-2)
+    expected = warm_start(whole, demos, steps=5, lr=1e-2)
 
     chunked, bar = tiny_learner(), Bar()
     chunked.begin_warm_start(demos, lr=1e-2)
@@ -71,10 +71,10 @@ def test_chunked_steps_advances_the_bar_after_each_chunk_with_the_same_losses():
     assert_same(state(chunked), state(whole))
 
 
-def test_chunked_critic_pretraining_equals_the_one_call_pretraining_bit_for_bit():
+def test_chunked_critic_pretraining_equals_the_one_chunk_pretraining_bit_for_bit():
     whole = tiny_learner()
     trajectories = [make_trajectory(whole.policy, r, s) for s, r in enumerate([1.0, 0.0])]
-    expected = whole.pretrain_critic(trajectories, steps=5)
+    expected = pretrain_critic(whole, trajectories, steps=5)
 
     chunked = tiny_learner()
     chunked.begin_critic_pretraining(trajectories)

@@ -59,7 +59,7 @@ _SOURCES: dict[str, str] = {
     "ppo_clip_loss": "ppo",
     "sao_loss": "losses",
     "sao_policy_loss": "sao",
-    "sapo_loss": "sapo",
+    "sapo_loss_terms": "sapo",
     "sapo_value": "sapo",
     "sapo_value_from_hidden": "sapo",
     "skip_observation_gae": "sao",

@@ -73,7 +73,10 @@ LOSS_PARAMETERS: dict[str, tuple[str, ...]] = {
 loss's paper default)."""
 
 NEEDS_PROX: frozenset[str] = frozenset({"decoupled_ppo"})
-"""Losses that need `logp_prox`: the learner must run a no-grad forward of the current policy first."""
+"""Losses that need `logp_prox`, the proximal policy's logprobs. The learner passes the
+current policy's own logprobs, detached, from the forward it takes anyway: it steps the
+optimizer only after every micro-batch, so the weights of that forward are the proximal
+policy, and no extra forward is needed (`trainer.learner.objectives.policy_gradient`)."""
 
 ADVANTAGE_ESTIMATORS: dict[str, AdvantageEstimator] = {
     "grpo": grpo_advantages,

@@ -194,8 +194,19 @@ def sapo_loss_terms(
     aggregation: str = "token_mean",
     horizon: int | None = None,
 ) -> SAPOLossTerms:
-    """The unweighted terms of `sapo_loss` (same arguments; see there). A missing `logp_ref`
-    or `entropy` gives a zero term."""
+    """The unweighted terms of SAPO's loss (arXiv 2608.19842), which the learner combines
+    as `L_clip + c_V L_V + c_Q L_Q + beta KL - c_H H`, token terms and turn terms each
+    weighted by their share of the batch (`trainer.learner.objectives.sapo`).
+
+    Token tensors are [B, T] (`advantages` already broadcast from normalised turn advantages,
+    `entropy` from `ppo.token_entropy`, `logp_ref` the KL reference's logprobs: the learner
+    passes the rollout logprobs, see `trainer.learner.objectives.sapo`); value tensors are
+    [B, N] per turn, with `values`/`q_values` read by `sapo_value` and targets from
+    `turn_gae`. `L_V` and `L_Q` are half squared errors averaged over real turns; KL is the
+    k3 estimator and entropy the token entropy, both token-averaged the same way as the
+    policy loss. The clipped policy term anchors at the engine's logprobs (SAPO is
+    single-rollout and on-policy up to staleness). A missing `logp_ref` or `entropy` gives
+    a zero term."""
     ratio = torch.exp(logp - logp_rollout.detach())
     surrogate = _clipped_surrogate(ratio, advantages.detach(), clip_low, clip_high)
     policy = aggregate(surrogate, mask, aggregation, horizon=horizon)
@@ -207,67 +218,3 @@ def sapo_loss_terms(
     kl = aggregate(kl_k3(logp, logp_ref), mask, aggregation, horizon=horizon) if logp_ref is not None else zero
     ent = aggregate(entropy, mask, aggregation, horizon=horizon) if entropy is not None else zero
     return SAPOLossTerms(policy, value, q, kl, ent, _clip_stats(ratio, advantages, mask, clip_low, clip_high))
-
-
-def sapo_loss(
-    logp: torch.Tensor,
-    logp_rollout: torch.Tensor,
-    advantages: torch.Tensor,
-    mask: torch.Tensor,
-    *,
-    values: torch.Tensor,
-    value_targets: torch.Tensor,
-    q_values: torch.Tensor,
-    q_targets: torch.Tensor,
-    turn_mask: torch.Tensor,
-    logp_ref: torch.Tensor | None = None,
-    entropy: torch.Tensor | None = None,
-    clip_low: float = 0.2,
-    clip_high: float = 0.2,
-    c_v: float = 0.5,
-    c_q: float = 0.5,
-    beta: float = 0.001,
-    c_h: float = 0.0,
-    aggregation: str = "token_mean",
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """SAPO's combined loss (arXiv 2608.19842): `L_clip + c_V L_V + c_Q L_Q + beta KL - c_H H`.
-
-    Token tensors are [B, T] (`advantages` already broadcast from normalised turn advantages,
-    `entropy` from `ppo.token_entropy`, `logp_ref` the KL reference's logprobs: the learner
-    passes the rollout logprobs, see `trainer.learner`); value tensors are [B, N] per turn,
-    with `values`/`q_values` read by `sapo_value` and targets from `turn_gae`. `L_V` and
-    `L_Q` are half squared errors averaged over real turns; KL is the k3 estimator and
-    entropy the token entropy, both token-averaged the same way as the policy loss. The
-    clipped policy term anchors at the engine's logprobs (SAPO is single-rollout and
-    on-policy up to staleness).
-    """
-    if beta and logp_ref is None:
-        raise ValueError("sapo_loss with beta > 0 needs logp_ref (the reference policy's logprobs)")
-    if c_h and entropy is None:
-        raise ValueError("sapo_loss with c_h > 0 needs the token entropy")
-    terms = sapo_loss_terms(
-        logp,
-        logp_rollout,
-        advantages,
-        mask,
-        values=values,
-        value_targets=value_targets,
-        q_values=q_values,
-        q_targets=q_targets,
-        turn_mask=turn_mask,
-        logp_ref=logp_ref,
-        entropy=entropy,
-        clip_low=clip_low,
-        clip_high=clip_high,
-        aggregation=aggregation,
-    )
-    loss = terms.policy + c_v * terms.value + c_q * terms.q + beta * terms.kl - c_h * terms.entropy
-    stats = dict(terms.stats)
-    stats.update(
-        policy_loss=terms.policy.item(),
-        value_loss=terms.value.item(),
-        q_loss=terms.q.item(),
-        kl=terms.kl.item(),
-        entropy=terms.entropy.item(),
-    )
-    return loss, stats

@@ -16,6 +16,10 @@ In memory (`export_state` / `import_state`): the same training state, unsharded 
 through the same `torch.distributed.checkpoint.state_dict` helpers but with no files, so a
 learner can move to a different number of ranks between two steps (BiDiRL's hot switch,
 `trainer.orchestrator.learner_group.LearnerGroup.resize`).
+
+What is saved of a learner is what its public state methods hand over (`Trainable`: the
+models with their optimizers, `progress()` and `restore_progress()`); this module is given
+a learner and never imports one, so it stands below the learner.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import shutil
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import nn
@@ -34,7 +38,35 @@ from trainer import distributed
 from trainer.inference.manifest import write_manifest
 
 if TYPE_CHECKING:
-    from trainer.learner.learner import Learner
+    from trainer.config import AlgorithmConfig
+
+
+class Trainable(Protocol):
+    """What a checkpoint reads and restores of a learner (`trainer.learner.Learner`)."""
+
+    algorithm: AlgorithmConfig
+    policy: nn.Module
+    value_token_ids: tuple[int, int] | None
+    """SAPO's value rows: a checkpoint only loads into a learner that reads the same ones."""
+
+    def models_and_optimizers(self) -> dict[str, tuple[nn.Module, torch.optim.Optimizer]]:
+        """Each trained model with its optimizer, by name (`policy`, and `critic` when there is one)."""
+        ...
+
+    def progress(self) -> dict:
+        """The counters (`version`, `skipped_steps`, `bad_in_a_row`) and SE-RL's family
+        weights (`family_weights`, None without them)."""
+        ...
+
+    def restore_progress(self, progress: dict) -> None:
+        """Take back what `progress` gave (the keys present)."""
+        ...
+
+    def in_phase(self) -> bool:
+        """Whether a warm start or critic pre-training is begun and not ended."""
+        ...
+
+    def full_policy_state(self) -> dict[str, torch.Tensor]: ...
 
 
 class CheckpointError(RuntimeError):
@@ -52,18 +84,11 @@ def full_state(model: nn.Module, sharded: bool) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() if v.device.type == "cpu" else v.detach().cpu() for k, v in state.items()}
 
 
-def _models(learner: Learner) -> dict[str, tuple[nn.Module, torch.optim.Optimizer]]:
-    models = {"policy": (learner.policy, learner.policy_optimizer)}
-    if learner.critic is not None:
-        models["critic"] = (learner.critic, learner.critic_optimizer)
-    return models
-
-
-def _training_state(learner: Learner) -> dict:
+def _training_state(learner: Trainable) -> dict:
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     state = {}
-    for name, (model, optimizer) in _models(learner).items():
+    for name, (model, optimizer) in learner.models_and_optimizers().items():
         state[name], state[f"{name}_optim"] = get_state_dict(model, optimizer)
     return state
 
@@ -106,7 +131,7 @@ def _publish(staging: Path, directory: Path) -> None:
         os.replace(staging, directory)
 
 
-def save(learner: Learner, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
+def save(learner: Trainable, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
     """Write `learner`'s checkpoint to `directory` and publish it, in one process (a learner
     without a driver: tests, one-off scripts). Every rank calls this."""
     if distributed.rank() == 0:
@@ -119,7 +144,7 @@ def save(learner: Learner, directory: str | Path, extra: dict | None = None, tok
     return Path(directory)
 
 
-def write(learner: Learner, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
+def write(learner: Trainable, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
     """Write `learner`'s shards into `directory`'s staging folder (made by `prepare`), every
     rank its own; rank 0 adds the Hugging Face export (with its manifest) and `state.json`.
     Publishes nothing: that is `publish`, the driver's. Returns the staging folder."""
@@ -147,9 +172,10 @@ def write(learner: Learner, directory: str | Path, extra: dict | None = None, to
                 hf_logging.enable_progress_bar()
         if tokenizer is not None:
             tokenizer.save_pretrained(staging / "policy")
-        state = {"version": learner.version, "skipped_steps": learner.skipped_steps}
-        if learner.family_weights is not None:
-            state["family_weights"] = learner.family_weights.state_dict()
+        progress = learner.progress()
+        state = {"version": progress["version"], "skipped_steps": progress["skipped_steps"]}
+        if progress["family_weights"] is not None:
+            state["family_weights"] = progress["family_weights"]
         if learner.value_token_ids is not None:  # a resumed run must read values from the same rows
             state["value_token_ids"] = list(learner.value_token_ids)
         state.update(extra or {})
@@ -159,7 +185,7 @@ def write(learner: Learner, directory: str | Path, extra: dict | None = None, to
     return staging
 
 
-def export_state(learner: Learner) -> dict | None:
+def export_state(learner: Trainable) -> dict | None:
     """The learner's whole training state, unsharded, on CPU: each model's full weights and
     its optimizer's full state (keyed by parameter names, so any sharding can take them), the
     counters, SE-RL's family weights and the RNG. Every rank must call it (the shards are
@@ -167,28 +193,26 @@ def export_state(learner: Learner) -> dict | None:
     the live ones: copy before changing the learner (a Ray call copies)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
 
-    if learner._warm_start is not None or learner._critic_pretraining is not None:
+    if learner.in_phase():
         raise RuntimeError(
             "the learner is mid warm start or critic pre-training: move it between steps, after their end_"
         )
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     models = {
-        name: get_state_dict(model, optimizer, options=options) for name, (model, optimizer) in _models(learner).items()
+        name: get_state_dict(model, optimizer, options=options)
+        for name, (model, optimizer) in learner.models_and_optimizers().items()
     }
     if distributed.rank() != 0:
         return None
     return {
         "models": models,
-        "version": learner.version,
-        "skipped_steps": learner.skipped_steps,
-        "bad_in_a_row": learner._bad_in_a_row,
-        "family_weights": learner.family_weights.state_dict() if learner.family_weights is not None else None,
+        **learner.progress(),
         "value_token_ids": learner.value_token_ids,
         "rng": torch.get_rng_state(),
     }
 
 
-def import_state(learner: Learner, state: dict) -> None:
+def import_state(learner: Trainable, state: dict) -> None:
     """Load `export_state`'s state into `learner` (built from the same config, on any number
     of ranks: every rank calls it with the whole state and keeps its own shards)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
@@ -198,22 +222,18 @@ def import_state(learner: Learner, state: dict) -> None:
             f"the state reads values from tokens {state['value_token_ids']}, this learner from "
             f"{learner.value_token_ids}: build it with the same algorithm and model"
         )
-    models = _models(learner)
+    models = learner.models_and_optimizers()
     if set(models) != set(state["models"]):
         raise ValueError(f"the state holds models {sorted(state['models'])}, this learner {sorted(models)}")
     options = StateDictOptions(full_state_dict=True)
     for name, (model, optimizer) in models.items():
         weights, optimizer_state = state["models"][name]
         set_state_dict(model, optimizer, model_state_dict=weights, optim_state_dict=optimizer_state, options=options)
-    learner.version = int(state["version"])
-    learner.skipped_steps = int(state["skipped_steps"])
-    learner._bad_in_a_row = int(state["bad_in_a_row"])
-    if learner.family_weights is not None and state["family_weights"] is not None:
-        learner.family_weights.load_state_dict(state["family_weights"])
+    learner.restore_progress(state)
     torch.set_rng_state(state["rng"])
 
 
-def load(learner: Learner, directory: str | Path) -> dict:
+def load(learner: Trainable, directory: str | Path) -> dict:
     """Restore `learner`'s weights, optimizers and counters from `save`; returns `state.json`."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import set_state_dict
@@ -237,14 +257,17 @@ def load(learner: Learner, directory: str | Path) -> dict:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
             dcp.load(training, checkpoint_id=str(directory / "dcp"), process_group=distributed.group())
-        for name, (model, optimizer) in _models(learner).items():
+        for name, (model, optimizer) in learner.models_and_optimizers().items():
             set_state_dict(
                 model, optimizer, model_state_dict=training[name], optim_state_dict=training[f"{name}_optim"]
             )
     except failures as exc:  # a torn or foreign checkpoint: say which one
         raise CheckpointError(f"checkpoint {directory} is unreadable: {type(exc).__name__}: {exc}") from exc
-    learner.version = int(state["version"])
-    learner.skipped_steps = int(state.get("skipped_steps", 0))
-    if learner.family_weights is not None and "family_weights" in state:
-        learner.family_weights.load_state_dict(state["family_weights"])
+    learner.restore_progress(
+        {
+            "version": state["version"],
+            "skipped_steps": state.get("skipped_steps", 0),
+            "family_weights": state.get("family_weights"),
+        }
+    )
     return state

@@ -4,10 +4,14 @@
 `AlgorithmSpec.objective`) selects what to train on -> this rank's share is packed into
 micro-batches (`trainer.learner.batching`) -> the objective's targets, computed before the
 update without a gradient -> per micro-batch, the objective's weighted loss and its
-backward -> the update, applied with the non-finite guard -> the objective's after-step
-work (the critic's K updates) -> version + 1. The step returns its metrics and every
-trajectory's mean advantage over its policy tokens, gathered from all ranks (curricula
-read learnability from them).
+backward -> the update, applied with the non-finite guard -> the critic's K updates, each
+the same loop over the objective's critic loss -> version + 1. The step returns its
+metrics and every trajectory's mean advantage over its policy tokens, gathered from all
+ranks (curricula read learnability from them).
+
+Objectives compute losses from a `Models` view; every optimizer (the policy's, the
+critic's, the warm start's) is stepped here, by one routine (`_update`). Checkpoints read
+the learner through its public state methods (`models_and_optimizers`, `progress`).
 
 Scale: launched by `torchrun`, each rank takes every world-size-th trajectory, the models
 are FSDP2-sharded (`trainer.distributed`), and gradients are averaged across ranks.
@@ -15,16 +19,19 @@ are FSDP2-sharded (`trainer.distributed`), and gradients are averaged across ran
 Guards: a non-finite loss or gradient norm skips the step on every rank, is counted, and
 after `max_bad_steps` in a row raises `NonFiniteError`.
 
-SAPO (arXiv 2608.19842) has no critic model: its value-token ids are validated here,
-banned from the policy, written to `state.json` and to the exported config
-(`value_token_ids`), and `load` refuses a checkpoint whose ids differ.
+SAPO (arXiv 2608.19842) has no critic model: its value-token ids are validated
+(`objectives.sapo.checked_value_token_ids`), banned from the policy, written to
+`state.json` and to the exported config (`value_token_ids`), and `load` refuses a
+checkpoint whose ids differ.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -36,12 +43,13 @@ from trainer.algorithms.registry import get_algorithm
 from trainer.algorithms.sao import freeze_attention
 from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel
-from trainer.inference.models import value_token_ids as recorded_value_token_ids
 from trainer.inference.trajectory import Trajectory
 from trainer.learner import checkpoint, warm_start
-from trainer.learner.batching import PreparedBatch, prepare, token_means
-from trainer.learner.logprobs import token_logprobs
-from trainer.learner.objectives import CriticObjective, StepTargets, make_objective
+from trainer.learner.advantages import gather_advantages, local_advantages, measure_families, weigh_families
+from trainer.learner.batching import MicroBatch, PreparedBatch, prepare
+from trainer.learner.logprobs import gold_probability
+from trainer.learner.objectives import MicroLoss, Models, Selection, StepTargets, make_objective
+from trainer.learner.objectives.sapo import checked_value_token_ids
 
 logger = logging.getLogger(__name__)
 
@@ -61,18 +69,14 @@ class StepResult:
     trajectory of the batch (all ranks); 0.0 for those the objective dropped."""
 
 
-def _value_token_ids(policy: nn.Module, ids: tuple[int, int] | None, name: str) -> tuple[int, int]:
-    """SAPO's (w+, w-) ids: given, or recorded by `reserve_value_tokens`; validated."""
-    ids = tuple(ids) if ids is not None else recorded_value_token_ids(policy)
-    if ids is None:
-        raise ValueError(
-            f"algorithm {name!r} reads values from two reserved tokens: call "
-            "trainer.inference.models.reserve_value_tokens(policy, tokenizer) first, or pass value_token_ids"
-        )
-    rows = policy.get_output_embeddings().weight.shape[0]
-    if len(set(ids)) != 2 or not all(0 <= i < rows for i in ids):
-        raise ValueError(f"value_token_ids {ids} must be two distinct ids below the vocabulary size {rows}")
-    return int(ids[0]), int(ids[1])
+class Update(NamedTuple):
+    """One optimizer update (`Learner._update`): the micro-batches' `MicroLoss.sums` summed
+    on this rank, their `stats` weighted by policy tokens and summed, and how it went."""
+
+    sums: dict[str, float]
+    stats: dict[str, float]
+    grad_norm: float
+    applied: bool
 
 
 def _enable_activation_checkpointing(model: nn.Module) -> None:
@@ -81,17 +85,6 @@ def _enable_activation_checkpointing(model: nn.Module) -> None:
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-
-
-def gather_advantages(trajectories: list[Trajectory], local: dict[str, float]) -> dict[str, float]:
-    """Every trajectory's advantage by id, from each rank's `local` share (0.0 where none has one)."""
-    merged = dict(local)
-    if distributed.world_size() > 1:
-        shares: list[dict[str, float] | None] = [None] * distributed.world_size()
-        torch.distributed.all_gather_object(shares, local, group=distributed.group())
-        for share in shares:
-            merged.update(share or {})
-    return {t.trajectory_id: merged.get(t.trajectory_id, 0.0) for t in trajectories}
 
 
 class Learner:
@@ -117,7 +110,7 @@ class Learner:
             raise ValueError(f"algorithm {algorithm.name!r} needs a critic (a ValueModel)")
         self.value_token_ids: tuple[int, int] | None = None
         if self.spec.critic == "shared":  # SAPO: the value lives in two vocabulary rows of the policy
-            self.value_token_ids = _value_token_ids(policy, value_token_ids, algorithm.name)
+            self.value_token_ids = checked_value_token_ids(policy, value_token_ids, algorithm.name)
         self.banned: tuple[int, ...] = self.value_token_ids or ()
         """Token ids the policy never samples; the learner's log-softmax leaves them out."""
         self.objective = make_objective(self.spec, algorithm, self.aggregation)
@@ -142,27 +135,41 @@ class Learner:
         self.sharded = mesh is not None
         self.pad_id = pad_id
         self.temperature = temperature
+        self.models = Models(self.policy, self.critic, temperature, self.banned, self.value_token_ids)
+        """What the objectives read: the models and how the policy samples."""
         self.policy_optimizer = torch.optim.AdamW(self.policy.parameters(), lr=optim.lr)
         self.critic_optimizer = self._critic_optimizer() if self.critic is not None else None
-        self.version = 0
+        self.probes: list[Trajectory] = []
+        """Gold trajectories whose probability each step reports (`set_probes`)."""
+        self._version = 0
         self.skipped_steps = 0
         self._bad_in_a_row = 0
-        self._warm_start: warm_start.SupervisedRun | None = None
-        """The warm start between `begin_warm_start` and `end_warm_start`."""
+        self._warm_start: tuple[PreparedBatch, torch.optim.Optimizer] | None = None
+        """The warm start's batch and AdamW between `begin_warm_start` and `end_warm_start`."""
         self._critic_pretraining: tuple[PreparedBatch, StepTargets] | None = None
         """The critic pre-training's batch and targets between its begin and end."""
+
+    @property
+    def version(self) -> int:
+        """The weights' version: + 1 for every applied step and after a warm start."""
+        return self._version
+
+    @property
+    def has_critic(self) -> bool:
+        return self.critic is not None
 
     def _critic_optimizer(self) -> torch.optim.Optimizer:
         return torch.optim.AdamW([p for p in self.critic.parameters() if p.requires_grad], lr=self.optim.critic_lr)
 
-    def prepare(self, trajectories: list[Trajectory]) -> PreparedBatch:
-        """This rank's micro-batches of `trajectories` (`trainer.learner.batching.prepare`)."""
+    def prepare(self, trajectories: list[Trajectory], aggregation: str | None = None) -> PreparedBatch:
+        """This rank's micro-batches of `trajectories` (`trainer.learner.batching.prepare`),
+        weighted by `aggregation` (default: the objective's)."""
         return prepare(
             trajectories,
             pad_id=self.pad_id,
             token_budget=self.optim.token_budget,
             device=self.device,
-            aggregation=self.aggregation,
+            aggregation=aggregation or self.aggregation,
             tree=bool(self.optim.tree_packing),
         )
 
@@ -174,34 +181,27 @@ class Learner:
         selection = self.objective.select(trajectories)
         if not selection.trajectories:  # e.g. every group had equal rewards: nothing to learn from
             metrics = {**selection.metrics, "version": self.version, "skipped_steps": self.skipped_steps}
-            return StepResult(metrics, {t.trajectory_id: 0.0 for t in trajectories})
+            return StepResult(self._probe(metrics), {t.trajectory_id: 0.0 for t in trajectories})
         batch = self.prepare(selection.trajectories)
-        targets = self.objective.targets(self, selection, batch)
-        local = self._local_advantages(batch, targets)
-        family_metrics = self._weigh_families(selection.trajectories, batch, targets)
+        targets = self.objective.targets(self.models, selection, batch)
+        local = local_advantages(batch, targets)
+        family_metrics = {}
+        if self.family_weights is not None:  # SE-RL
+            family_metrics = weigh_families(self.family_weights, selection.trajectories, batch, targets)
 
-        # Policy: one step, gradients accumulated over micro-batches.
-        sums: dict[str, float] = {}
-        stats_sum: dict[str, float] = {}
-        finite = True
-        for micro, target in zip(batch.micro_batches, targets.micro, strict=True):
-            part = self.objective.micro_loss(self, micro, target, batch)
-            part.loss.backward()
-            finite = finite and part.finite
-            for key, value in part.sums.items():
-                sums[key] = sums.get(key, 0.0) + value
-            tokens = float(micro.tensors["policy_mask"].sum())
-            for key, value in part.stats.items():
-                stats_sum[key] = stats_sum.get(key, 0.0) + value * tokens
-            del part  # backward freed the graph; drop the loss's last references too
-        grad_norm, ok = self.apply(self.policy, self.policy_optimizer, finite)
-        after, after_ok = self.objective.after_step(self, batch, targets)
-        self._count(ok and after_ok)
+        # Policy: one update, gradients accumulated over micro-batches.
+        policy = self._update(
+            self.policy, self.policy_optimizer, self._losses(self.objective.micro_loss, batch, targets)
+        )
+        critic_losses, critic_ok = self._critic_updates(batch, targets, self.objective.critic_steps)
+        self._count(policy.applied and critic_ok)
+        sums = {k: distributed.all_reduce(v) for k, v in policy.sums.items()}
+        # The critic's last loss; SAPO's value loss is a term of its policy loss, in its sums.
+        sums.setdefault("value_loss", critic_losses[-1] if critic_losses else 0.0)
         metrics = {
-            **{k: distributed.all_reduce(v) for k, v in sums.items()},
-            **after,
-            "grad_norm": grad_norm,
-            **{k: distributed.all_reduce(v) / max(batch.totals.tokens, 1.0) for k, v in stats_sum.items()},
+            **sums,
+            "grad_norm": policy.grad_norm,
+            **{k: distributed.all_reduce(v) / max(batch.totals.tokens, 1.0) for k, v in policy.stats.items()},
             "policy_tokens": int(batch.totals.tokens),
             **targets.metrics,
             **selection.metrics,
@@ -213,45 +213,51 @@ class Learner:
         }
         advantages = gather_advantages(trajectories, local)
         if self.family_weights is not None:
-            self._measure_families(selection.trajectories, advantages)
-        return StepResult(metrics, advantages)
+            measure_families(self.family_weights, selection.trajectories, advantages)
+        return StepResult(self._probe(metrics), advantages)
 
-    def _weigh_families(
-        self, trajectories: list[Trajectory], batch: PreparedBatch, targets: StepTargets
-    ) -> dict[str, float]:
-        """SE-RL: scale each trajectory's token advantages by its family's weight, from what
-        earlier steps measured (so every rank uses the same weights); the weights in use, as
-        metrics. Scaling a sequence's advantages is weighting its policy loss."""
-        if self.family_weights is None:
-            return {}
-        self.family_weights.add_families(t.family for t in trajectories)  # the whole batch: ranks agree
-        weights = self.family_weights.weights()
+    def _losses(
+        self, loss: Callable[..., MicroLoss], batch: PreparedBatch, targets: StepTargets
+    ) -> Iterator[tuple[MicroBatch, MicroLoss]]:
+        """Each micro-batch with its `loss(models, micro, target, batch)`, computed only when
+        the update asks for it (one graph alive at a time)."""
         for micro, target in zip(batch.micro_batches, targets.micro, strict=True):
-            for row, trajectory in enumerate(micro.trajectories):
-                target.advantages[row] *= weights[trajectory.family]
-        return {f"family_weight/{family}": weight for family, weight in sorted(weights.items())}
+            yield micro, loss(self.models, micro, target, batch)
 
-    def _measure_families(self, trajectories: list[Trajectory], advantages: dict[str, float]) -> None:
-        """Update each family's need from this step's whole batch (gathered from every rank,
-        so all ranks keep the same state): its unweighted mean advantages, or its rewards."""
-        self.family_weights.add_families(t.family for t in trajectories)
-        for family in sorted({t.family for t in trajectories}):
-            mine = [t for t in trajectories if t.family == family]
-            self.family_weights.update(
-                family, advantages=[advantages[t.trajectory_id] for t in mine], rewards=[t.reward for t in mine]
+    def _update(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, losses: Iterator[tuple[MicroBatch, MicroLoss]]
+    ) -> Update:
+        """One update of `model`: each micro-batch's loss back-propagated as it comes
+        (gradients accumulate), then `_apply`; the summed metrics with it."""
+        sums: dict[str, float] = {}
+        stats: dict[str, float] = {}
+        finite = True
+        for micro, part in losses:
+            part.loss.backward()
+            finite = finite and part.finite
+            for key, value in part.sums.items():
+                sums[key] = sums.get(key, 0.0) + value
+            if part.stats:
+                tokens = float(micro.tensors["policy_mask"].sum())
+                for key, value in part.stats.items():
+                    stats[key] = stats.get(key, 0.0) + value * tokens
+            del part  # backward freed the graph; drop the loss's last references too
+        grad_norm, applied = self._apply(model, optimizer, finite)
+        return Update(sums, stats, grad_norm, applied)
+
+    def _critic_updates(self, batch: PreparedBatch, targets: StepTargets, steps: int) -> tuple[list[float], bool]:
+        """`steps` critic updates toward fixed targets; the loss of each, and whether every
+        one was finite (and applied)."""
+        losses, all_ok = [], True
+        for _ in range(steps):
+            update = self._update(
+                self.critic, self.critic_optimizer, self._losses(self.objective.critic_loss, batch, targets)
             )
+            losses.append(distributed.all_reduce(update.sums.get("value_loss", 0.0)))
+            all_ok = all_ok and update.applied
+        return losses, all_ok
 
-    @staticmethod
-    def _local_advantages(batch: PreparedBatch, targets: StepTargets) -> dict[str, float]:
-        """This rank's trajectories' mean advantage over their policy tokens, by id."""
-        local = {}
-        for micro, target in zip(batch.micro_batches, targets.micro, strict=True):
-            means = token_means(target.advantages, micro.tensors["policy_mask"])
-            for trajectory, mean in zip(micro.trajectories, means, strict=False):
-                local[trajectory.trajectory_id] = mean
-        return local
-
-    def apply(self, model: nn.Module, optimizer: torch.optim.Optimizer, losses_finite: bool) -> tuple[float, bool]:
+    def _apply(self, model: nn.Module, optimizer: torch.optim.Optimizer, losses_finite: bool) -> tuple[float, bool]:
         """Clip and step, unless a loss or the gradient norm is non-finite on any rank;
         gradients are cleared either way. Returns (gradient norm, applied)."""
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.optim.max_grad_norm)
@@ -268,7 +274,7 @@ class Learner:
         `max_bad_steps` in a row."""
         if ok:
             self._bad_in_a_row = 0
-            self.version += 1
+            self._version += 1
             return
         self.skipped_steps += 1
         self._bad_in_a_row += 1
@@ -276,26 +282,26 @@ class Learner:
         if self._bad_in_a_row >= self.optim.max_bad_steps:
             raise NonFiniteError(f"{self._bad_in_a_row} learner steps in a row had a non-finite loss or gradient")
 
-    # -- warm start and critic pre-training -------------------------------------------------
-    def warm_start(self, demonstrations: list[Trajectory], steps: int, lr: float) -> list[float]:
-        """Supervised warm start (`trainer.learner.warm_start`), then the critic restarted
-        from the fine-tuned policy; publishes a new version. Returns each step's loss.
-        The same as `begin_warm_start`, `warm_start_steps` in any chunks, `end_warm_start`."""
-        self.begin_warm_start(demonstrations, lr)
-        losses = self.warm_start_steps(steps)
-        self.end_warm_start()
-        return losses
-
+    # -- warm start and critic pre-training, each in chunks for a progress bar -----------------
+    # Their batch (and the warm start's AdamW) stay here from `begin_` to `end_`, so any
+    # chunking of the `_steps` makes the same updates.
     def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
-        """Start a warm start on `demonstrations`: its batch and AdamW live here until
-        `end_warm_start`, so its steps can be taken in chunks with the same numbers."""
-        self._warm_start = warm_start.SupervisedRun(self, demonstrations, lr)
+        """Start a supervised warm start (`trainer.learner.warm_start`) on `demonstrations`,
+        with an AdamW of its own."""
+        optimizer = torch.optim.AdamW([p for p in self.policy.parameters() if p.requires_grad], lr=lr)
+        self._warm_start = (self.prepare(demonstrations, "token_mean"), optimizer)
 
     def warm_start_steps(self, steps: int) -> list[float]:
         """`steps` more supervised steps of the warm start begun; the loss of each."""
         if self._warm_start is None:
             raise RuntimeError("warm_start_steps needs begin_warm_start first")
-        return self._warm_start.steps(steps)
+        batch, optimizer = self._warm_start
+        losses = []
+        for _ in range(steps):
+            parts = ((micro, warm_start.supervised_loss(self.models, micro, batch)) for micro in batch.micro_batches)
+            update = self._update(self.policy, optimizer, parts)
+            losses.append(distributed.all_reduce(update.sums.get("loss", 0.0)))
+        return losses
 
     def end_warm_start(self) -> None:
         """Finish the warm start: drop its optimizer, publish a new version and restart the
@@ -303,7 +309,7 @@ class Learner:
         if self._warm_start is None:
             raise RuntimeError("end_warm_start needs begin_warm_start first")
         self._warm_start = None
-        self.version += 1  # the engines must pick up the warm-started weights
+        self._version += 1  # the engines must pick up the warm-started weights
         if self.critic is not None:
             self.critic_from_policy()
 
@@ -315,53 +321,38 @@ class Learner:
         warm_start.copy_backbone(self.policy, self.critic)
         self.critic_optimizer = self._critic_optimizer()
 
-    def pretrain_critic(self, trajectories: list[Trajectory], steps: int) -> list[float]:
-        """SAO's value pre-training: critic-only updates on fixed trajectories (policy frozen).
-        The same as `begin_critic_pretraining`, `critic_pretraining_steps` in any chunks,
-        `end_critic_pretraining`."""
-        self.begin_critic_pretraining(trajectories)
-        losses = self.critic_pretraining_steps(steps)
-        self.end_critic_pretraining()
-        return losses
-
     def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
-        """Pack `trajectories` and fix their value targets (before any update), kept here
-        until `end_critic_pretraining`."""
-        if not isinstance(self.objective, CriticObjective):
+        """Start SAO's value pre-training (critic-only updates, the policy frozen): pack
+        `trajectories` and fix their value targets (before any update)."""
+        if self.critic is None:
             raise ValueError(f"algorithm {self.algorithm.name!r} has no critic to pre-train")
-        batch = prepare(
-            trajectories,
-            pad_id=self.pad_id,
-            token_budget=self.optim.token_budget,
-            device=self.device,
-            tree=bool(self.optim.tree_packing),
-        )
-        targets = StepTargets([self.objective.micro_targets(self, micro) for micro in batch.micro_batches])
-        self._critic_pretraining = (batch, targets)
+        batch = self.prepare(trajectories, "token_mean")
+        self._critic_pretraining = (batch, self.objective.targets(self.models, Selection(trajectories), batch))
 
     def critic_pretraining_steps(self, steps: int) -> list[float]:
         """`steps` more critic updates of the pre-training begun; the value loss of each."""
         if self._critic_pretraining is None:
             raise RuntimeError("critic_pretraining_steps needs begin_critic_pretraining first")
         batch, targets = self._critic_pretraining
-        return self.objective.critic_updates(self, batch, targets, steps)[0]
+        return self._critic_updates(batch, targets, steps)[0]
 
     def end_critic_pretraining(self) -> None:
         self._critic_pretraining = None
 
-    def gold_probability(self, demonstrations: list[Trajectory]) -> float:
-        """Mean over `demonstrations` of P(the policy samples their exact actions) at the
-        training temperature: a deterministic measure of progress on the tasks, where the
-        sampled success rate of a few episodes per step is noise (its gradient is P x the
-        supervised gradient toward the gold action). Every rank must call it when sharded."""
-        total = 0.0
-        with torch.no_grad():
-            for demo in demonstrations:
-                ids = torch.tensor([demo.token_ids], device=self.device)
-                logp = token_logprobs(self.policy, ids, torch.ones_like(ids), self.temperature, self.banned)[0]
-                mask = torch.tensor(demo.policy_mask[1:], device=self.device)
-                total += float(torch.exp((logp * mask).sum()))
-        return total / len(demonstrations)
+    def in_phase(self) -> bool:
+        """Whether a warm start or critic pre-training is begun and not ended (its batch and
+        optimizer are in no checkpoint or exported state)."""
+        return self._warm_start is not None or self._critic_pretraining is not None
+
+    def set_probes(self, demonstrations: list[Trajectory]) -> None:
+        """Gold trajectories whose probability each step then reports (`gold_probability`)."""
+        self.probes = list(demonstrations)
+
+    def _probe(self, metrics: dict[str, float]) -> dict[str, float]:
+        if self.probes:  # `trainer.learner.logprobs.gold_probability`
+            probability = gold_probability(self.policy, self.probes, self.temperature, self.banned, self.device)
+            metrics["gold_probability"] = round(probability, 5)
+        return metrics
 
     # -- weights for the engines ------------------------------------------------------------
     def full_state(self, model: nn.Module) -> dict[str, torch.Tensor]:
@@ -377,7 +368,41 @@ class Learner:
         rows: the hf engine bans them (it grows its vocabulary to match on the first update)."""
         return self.full_policy_state()
 
-    # -- checkpoints ----------------------------------------------------------------------
+    def weights(self, with_critic: bool) -> dict[str, dict[str, torch.Tensor]]:
+        """The full weights the engines load: `policy`, and `critic` (when there is one and
+        `with_critic`) for value-scored tree rollouts."""
+        weights = {"policy": self.engine_weights()}
+        if with_critic and self.critic is not None:
+            weights["critic"] = self.full_state(self.critic)
+        return weights
+
+    # -- state and checkpoints ------------------------------------------------------------
+    def models_and_optimizers(self) -> dict[str, tuple[nn.Module, torch.optim.Optimizer]]:
+        """Each trained model with its optimizer, by name: what a checkpoint holds."""
+        models = {"policy": (self.policy, self.policy_optimizer)}
+        if self.critic is not None:
+            models["critic"] = (self.critic, self.critic_optimizer)
+        return models
+
+    def progress(self) -> dict:
+        """The counters and SE-RL's family weights (JSON-serialisable), for checkpoints."""
+        return {
+            "version": self._version,
+            "skipped_steps": self.skipped_steps,
+            "bad_in_a_row": self._bad_in_a_row,
+            "family_weights": self.family_weights.state_dict() if self.family_weights is not None else None,
+        }
+
+    def restore_progress(self, progress: dict) -> None:
+        """Take back `progress()`'s values, those present (a checkpoint file keeps no streak
+        of bad steps: a resumed run starts a new one)."""
+        self._version = int(progress["version"])
+        self.skipped_steps = int(progress.get("skipped_steps", 0))
+        if "bad_in_a_row" in progress:
+            self._bad_in_a_row = int(progress["bad_in_a_row"])
+        if self.family_weights is not None and progress.get("family_weights") is not None:
+            self.family_weights.load_state_dict(progress["family_weights"])
+
     def save(self, directory: str | Path, extra: dict | None = None, tokenizer=None) -> Path:
         """Write a checkpoint atomically (`trainer.learner.checkpoint`): `dcp/`, `policy/`
         (a Hugging Face folder) and `state.json`."""

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from trainer.inference.models import causal_attention_mask
+from trainer.inference.trajectory import Trajectory
 from trainer.learner.tree import is_packed, packed_inputs, unpack
 
 
@@ -94,3 +95,24 @@ def batch_values(critic: nn.Module, tensors: dict[str, torch.Tensor]) -> torch.T
     if not is_packed(tensors):
         return critic(tensors["input_ids"], tensors["attention_mask"])
     return unpack(critic(**packed_inputs(tensors)), tensors)
+
+
+@torch.no_grad()
+def gold_probability(
+    policy: nn.Module,
+    demonstrations: list[Trajectory],
+    temperature: float = 1.0,
+    banned: tuple[int, ...] = (),
+    device: torch.device | str = "cpu",
+) -> float:
+    """Mean over `demonstrations` of P(the policy samples their exact actions) at
+    `temperature`: a deterministic measure of progress on the tasks, where the sampled
+    success rate of a few episodes per step is noise (its gradient is P x the supervised
+    gradient toward the gold action). Every rank must call it when sharded."""
+    total = 0.0
+    for demo in demonstrations:
+        ids = torch.tensor([demo.token_ids], device=device)
+        logp = token_logprobs(policy, ids, torch.ones_like(ids), temperature, banned)[0]
+        mask = torch.tensor(demo.policy_mask[1:], device=device)
+        total += float(torch.exp((logp * mask).sum()))
+    return total / len(demonstrations)

@@ -17,7 +17,7 @@ computation's (equal up to float summation order: tested to 1e-5, for the policy
 critic and SAPO, and under FSDP). The attention runs dense with a boolean mask (SDPA: its
 CPU and GPU kernels take a mask without materialising the scores), so its cost grows with
 the square of the packed length; the linear layers and the vocabulary projection, which
-dominate a real model's cost per token, run once per distinct prefix. `python -m bench.tree`
+dominate a real model's cost per token, run once per distinct prefix. `python -m bench.perf.tree`
 measures both (tokens processed and seconds per learner step, tree against flat).
 
 Departures from a full tree-attention kernel (e.g. FlexAttention's block-sparse masks):

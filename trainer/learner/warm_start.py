@@ -3,63 +3,38 @@
 A random policy solves nothing, and RL on all-zero rewards has nothing to learn from: the
 warm start fits the demonstrations' policy tokens (e.g. gold trajectories) by
 cross-entropy, averaged over every demonstrated token (`token_mean`, whatever the RL
-objective's aggregation), with an AdamW of its own so RL starts from fresh optimizer
-state (`SupervisedRun` keeps that optimizer between chunks of steps, so a driver can show
-progress without changing a number). SAO (arXiv 2607.07508) initialises the critic from
-the fine-tuned policy, so after a warm start the critic's backbone is copied from the
-policy's decoder.
+objective's aggregation). Here is its loss; the learner (`Learner.begin_warm_start`) keeps
+the packed demonstrations and an AdamW of the warm start's own between chunks of steps (RL
+then starts from fresh optimizer state, and a driver can show progress without changing a
+number) and makes the updates. SAO (arXiv 2607.07508) initialises the critic from the
+fine-tuned policy, so after a warm start the critic's backbone is copied from the policy's
+decoder.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from trainer import distributed
-from trainer.inference.trajectory import Trajectory
-from trainer.learner.batching import loss_weight, prepare
+from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
 from trainer.learner.logprobs import batch_logprobs
-
-if TYPE_CHECKING:
-    from trainer.learner.learner import Learner
+from trainer.learner.objectives.base import MicroLoss, Models
 
 
-class SupervisedRun:
-    """A warm start in progress: the demonstrations packed once and the AdamW of all its
-    steps, so that `steps(n)` called in chunks (the driver draws progress between them)
-    makes exactly the updates of one call with their sum."""
-
-    def __init__(self, learner: Learner, demonstrations: list[Trajectory], lr: float) -> None:
-        self.learner = learner
-        self.optimizer = torch.optim.AdamW([p for p in learner.policy.parameters() if p.requires_grad], lr=lr)
-        self.batch = prepare(
-            demonstrations,
-            pad_id=learner.pad_id,
-            token_budget=learner.optim.token_budget,
-            device=learner.device,
-            tree=bool(learner.optim.tree_packing),
-        )
-
-    def steps(self, steps: int) -> list[float]:
-        """`steps` more cross-entropy updates of the policy; the loss of each."""
-        learner, batch = self.learner, self.batch
-        losses = []
-        for _ in range(steps):
-            total, finite = 0.0, True
-            for micro in batch.micro_batches:
-                tensors = micro.tensors
-                logp = batch_logprobs(learner.policy, tensors, learner.temperature, learner.banned)
-                mask = tensors["policy_mask"].float()
-                loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
-                weight = loss_weight(tensors, batch.totals, "token_mean")  # every demonstrated token counts
-                (loss * weight).backward()
-                finite = finite and bool(torch.isfinite(loss))
-                total += float(loss.detach()) * weight / distributed.world_size()
-            learner.apply(learner.policy, self.optimizer, finite)
-            losses.append(distributed.all_reduce(total))
-        return losses
+def supervised_loss(models: Models, micro: MicroBatch, batch: PreparedBatch) -> MicroLoss:
+    """One micro-batch's cross-entropy on its policy tokens, weighted by its share of every
+    demonstrated token of `batch`; `sums["loss"]` is its part of the batch's loss."""
+    tensors = micro.tensors
+    logp = batch_logprobs(models.policy, tensors, models.temperature, models.banned)
+    mask = tensors["policy_mask"].float()
+    loss = -(logp * mask).sum() / mask.sum().clamp(min=1.0)
+    weight = loss_weight(tensors, batch.totals, "token_mean")  # every demonstrated token counts
+    return MicroLoss(
+        loss=loss * weight,
+        finite=bool(torch.isfinite(loss)),
+        sums={"loss": float(loss.detach()) * weight / distributed.world_size()},
+    )
 
 
 @torch.no_grad()

@@ -22,6 +22,13 @@ during the move). A resize frees the learner, builds it at the new size and load
 state: no process starts or ends, and no process group is torn down inside a live process
 (not reliably safe: `trainer.distributed.exit_rank`). Without a pool, a resize ends the old
 ranks' actors and starts new ones (cold: seconds to start a process and import torch).
+
+The learner's API is `Learner`'s own, written once: `group.call(Learner.warm_start_steps, 5)`
+runs that method on every rank's learner (`LearnerRank.call`) and returns rank 0's answer,
+`group.call_ref(...)` rank 0's reference without waiting. The method travels as the
+function object (Ray pickles it by reference), so a new learner method needs no forward
+here; what remains on the ranks and the group is about ranks (start, join, resize) and the
+save that the driver publishes.
 """
 
 from __future__ import annotations
@@ -30,11 +37,30 @@ import gc
 import logging
 import os
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from trainer.config import TrainConfig
 from trainer.inference.trajectory import Trajectory
 
+if TYPE_CHECKING:
+    from trainer.learner import Learner, StepResult
+
 logger = logging.getLogger(__name__)
+
+LearnerMethod = Callable[..., Any] | property
+"""A method of `Learner`, unbound (`Learner.step`), or a function whose first parameter is
+the learner (`timed_step`); or one of its properties (`Learner.version`), read."""
+
+
+def timed_step(learner: Learner, trajectories: list[Trajectory]) -> StepResult:
+    """`Learner.step` with the seconds it took on the rank added to its metrics
+    (`learner_seconds`, what the multiplexing profile reads): the driver sees only when
+    the result arrived."""
+    started = time.monotonic()
+    result = learner.step(trajectories)
+    result.metrics["learner_seconds"] = round(time.monotonic() - started, 4)
+    return result
 
 
 class LearnerRank:
@@ -73,11 +99,7 @@ class LearnerRank:
 
         self.config = TrainConfig.model_validate(config)
         self.rank = rank
-        self.probes: list[Trajectory] = []
         self.learner, self.tokenizer = build_learner(self.config, mesh=mesh)
-
-    def version(self) -> int:
-        return self.learner.version
 
     def join(self, address: str, size: int) -> None:
         """Join a learner pool: the process group of its `size` processes at `address`, and its
@@ -114,7 +136,6 @@ class LearnerRank:
         cuda = torch.cuda.is_available()
         mesh = DeviceMesh.from_group(group, "cuda" if cuda else "cpu") if ranks > 1 or cuda else None
         self.config = TrainConfig.model_validate(self.config_payload)
-        self.probes = []
         self.learner, self.tokenizer = build_learner(self.config, mesh=mesh)
         return True
 
@@ -128,48 +149,11 @@ class LearnerRank:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
-    def set_probes(self, demonstrations: list[Trajectory]) -> None:
-        """Gold trajectories whose probability `step` reports after each update."""
-        self.probes = demonstrations
-
-    def step(self, trajectories: list[Trajectory]):
-        """One learner step; its `StepResult` with the step's seconds (and, when probes are
-        set, the gold actions' probability) added to the metrics."""
-        started = time.monotonic()
-        result = self.learner.step(trajectories)
-        if self.probes:
-            result.metrics["gold_probability"] = round(self.learner.gold_probability(self.probes), 5)
-        result.metrics["learner_seconds"] = round(time.monotonic() - started, 4)
-        return result
-
-    def weights(self, with_critic: bool) -> dict:
-        """The full (gathered) weights the engines load: the policy, and the critic for
-        value-scored tree rollouts."""
-        weights = {"policy": self.learner.engine_weights()}
-        if with_critic and self.learner.critic is not None:
-            weights["critic"] = self.learner.full_state(self.learner.critic)
-        return weights
-
-    def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
-        self.learner.begin_warm_start(demonstrations, lr)
-
-    def warm_start_steps(self, steps: int) -> list[float]:
-        return self.learner.warm_start_steps(steps)
-
-    def end_warm_start(self) -> None:
-        self.learner.end_warm_start()
-
-    def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
-        self.learner.begin_critic_pretraining(trajectories)
-
-    def critic_pretraining_steps(self, steps: int) -> list[float]:
-        return self.learner.critic_pretraining_steps(steps)
-
-    def end_critic_pretraining(self) -> None:
-        self.learner.end_critic_pretraining()
-
-    def has_critic(self) -> bool:
-        return self.learner.critic is not None
+    def call(self, method: LearnerMethod, *args):
+        """`method` on this rank's learner with `args` (a property: read); its answer."""
+        if isinstance(method, property):
+            return method.fget(self.learner)
+        return method(self.learner, *args)
 
     def write_checkpoint(self, directory: str, extra: dict) -> str:
         """This rank's shards of the checkpoint `directory`, into its staging folder; the
@@ -178,16 +162,13 @@ class LearnerRank:
 
         return str(checkpoint.write(self.learner, directory, extra, self.tokenizer))
 
-    def load(self, directory: str) -> dict:
-        return self.learner.load(directory)
-
     def export_state(self) -> dict | None:
         """The whole training state, unsharded (rank 0; None on the others), for `resize`."""
         from trainer.learner import checkpoint
 
         state = checkpoint.export_state(self.learner)
         if state is not None:
-            state["probes"] = self.probes
+            state["probes"] = self.learner.probes
         return state
 
     def import_state(self, state: dict) -> int:
@@ -195,14 +176,14 @@ class LearnerRank:
         from trainer.learner import checkpoint
 
         checkpoint.import_state(self.learner, state)
-        self.probes = state["probes"]
+        self.learner.set_probes(state["probes"])
         return self.learner.version
 
 
 class LearnerGroup:
-    """Handles on the ranks' actors. Every method runs on all ranks with the same arguments
-    (each collective needs every rank) and returns rank 0's answer; the `_ref` methods return
-    rank 0's Ray object reference instead of waiting, for the orchestrator's event loop."""
+    """Handles on the ranks' actors. Every call runs on all ranks with the same arguments
+    (each collective needs every rank) and returns rank 0's answer; `call_ref` returns rank
+    0's Ray object reference instead of waiting, for the orchestrator's event loop."""
 
     def __init__(self, config: TrainConfig, *, ranks: int = 1, num_gpus: float = 0, pool: int = 0) -> None:
         """`pool`: rank processes kept for the whole run (at least `ranks`), so that `resize`
@@ -258,70 +239,30 @@ class LearnerGroup:
             rank.setup.remote(address)
         return handles
 
-    def _refs(self, method: str, *args) -> list:
-        return [getattr(rank, method).remote(*args) for rank in self.ranks]
+    def call_ref(self, method: LearnerMethod, *args):
+        """Start `method` (`LearnerRank.call`) on every rank; rank 0's reference to its answer."""
+        return [rank.call.remote(method, *args) for rank in self.ranks][0]
 
-    def _get(self, method: str, *args):
+    def call(self, method: LearnerMethod, *args):
+        """`method` on every rank's learner, waited for; rank 0's answer. A warm start (and
+        critic pre-training) goes in chunks, for a progress bar between them: `begin_`, then
+        `_steps` calls, then `end_`; the batch and optimizer stay on the ranks in between."""
         import ray
 
-        return ray.get(self._refs(method, *args))[0]
-
-    # -- asynchronous: the orchestrator waits on these with everything else ------------------
-    def step_ref(self, trajectories: list[Trajectory]):
-        """Start a learner step; a reference to its `StepResult`."""
-        return self._refs("step", trajectories)[0]
-
-    def weights_ref(self, with_critic: bool):
-        """A reference to the full weights the engines load (the critic's too when asked)."""
-        return self._refs("weights", with_critic)[0]
-
-    # -- synchronous --------------------------------------------------------------------------
-    def version(self) -> int:
-        return self._get("version")
-
-    def has_critic(self) -> bool:
-        return self._get("has_critic")
-
-    def set_probes(self, demonstrations: list[Trajectory]) -> None:
-        self._get("set_probes", demonstrations)
-
-    # A warm start (and critic pre-training) in chunks, for a progress bar between them: the
-    # batch and optimizer stay on the ranks from `begin_` to `end_`, so any chunking makes the
-    # same updates as `Learner.warm_start` (`Learner.pretrain_critic`) in one call.
-    def begin_warm_start(self, demonstrations: list[Trajectory], lr: float) -> None:
-        self._get("begin_warm_start", demonstrations, lr)
-
-    def warm_start_steps(self, steps: int) -> list[float]:
-        """`steps` more supervised steps; each one's loss."""
-        return self._get("warm_start_steps", steps)
-
-    def end_warm_start(self) -> None:
-        """A new version; the critic restarted from the fine-tuned policy."""
-        self._get("end_warm_start")
-
-    def begin_critic_pretraining(self, trajectories: list[Trajectory]) -> None:
-        self._get("begin_critic_pretraining", trajectories)
-
-    def critic_pretraining_steps(self, steps: int) -> list[float]:
-        """`steps` more critic updates; each one's value loss."""
-        return self._get("critic_pretraining_steps", steps)
-
-    def end_critic_pretraining(self) -> None:
-        self._get("end_critic_pretraining")
+        return ray.get([rank.call.remote(method, *args) for rank in self.ranks])[0]
 
     def save(self, directory: str, extra: dict) -> str:
         """A checkpoint at `directory`: the ranks write their shards into a hidden staging
         folder; once all of them reported, this process (the driver that owns the run) writes
         the manifest and renames the folder into place. A rank left running after its driver
         died never publishes anything."""
+        import ray
+
         from trainer.learner import checkpoint
 
         checkpoint.prepare(directory)
-        self._get("write_checkpoint", directory, extra)  # every rank's shards are written
+        ray.get([rank.write_checkpoint.remote(directory, extra) for rank in self.ranks])  # every rank's shards
         return str(checkpoint.publish(directory))
-
-    def load(self, directory: str) -> dict:
-        return self._get("load", directory)
 
     def resize(self, ranks: int) -> float:
         """Move the learner to `ranks` ranks and wait until it has (`resize_refs`); returns
@@ -356,7 +297,7 @@ class LearnerGroup:
             raise ValueError(f"the learner pool has {len(self.pool)} processes: it cannot grow to {ranks} ranks")
         if ranks == len(self.ranks):
             return []
-        state = self._refs("export_state")[0]  # every rank gathers; rank 0's answer is the state
+        state = [rank.export_state.remote() for rank in self.ranks][0]  # every rank gathers; rank 0's is the state
         if self.pool:
             threads = max(1, (os.cpu_count() or 1) // ranks)
             for handle in self.pool:  # after its export: frees the old learner, builds the new

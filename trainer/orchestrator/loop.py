@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.config import OrchestratorConfig, RolloutConfig
-from trainer.orchestrator.learner_group import LearnerGroup
+from trainer.orchestrator.learner_group import LearnerGroup, timed_step
 from trainer.orchestrator.schedule import Batch, EpisodeJob, EpisodeResult, Schedule
 from trainer.orchestrator.worker import RolloutWorker
 
@@ -223,8 +223,10 @@ class Orchestrator:
         Ray's object store, fetched by each worker). `wait` blocks until every worker has
         them (and so has started); otherwise a hung worker must not stall the loop, and
         episodes wait for their weights instead."""
+        from trainer.learner import Learner
+
         self.version = version
-        self.weights_ref = self.learner.weights_ref(self.with_critic)
+        self.weights_ref = self.learner.call_ref(Learner.weights, self.with_critic)
         landed = [worker.set_weights.remote(version, self.weights_ref) for worker in self.workers]
         if wait:
             self.ray.get(landed)
@@ -279,7 +281,7 @@ class Orchestrator:
             self.counters.first_step_started = self.learner_started
             if self.mux is not None:  # waiting for the first batch is start-up, not imbalance
                 self.mux.meter.restart(self.learner_started)
-        self.learner_ref = self.learner.step_ref(batch.trajectories)
+        self.learner_ref = self.learner.call_ref(timed_step, batch.trajectories)
 
     def _on_result(self, ref) -> None:
         running = self.running.pop(ref)

@@ -78,11 +78,13 @@ def return_to_rollout(worker, learner, ranks: int, *, with_critic: bool = False)
     Returns (resize seconds, wake seconds)."""
     import ray
 
+    from trainer.learner import Learner
+
     started = time.monotonic()
     learner.resize(ranks)
     resized = time.monotonic()
-    version = learner.version()
-    ray.get(worker.wake.remote(version, learner.weights_ref(with_critic)))
+    version = learner.call(Learner.version)
+    ray.get(worker.wake.remote(version, learner.call_ref(Learner.weights, with_critic)))
     return resized - started, time.monotonic() - resized
 
 
@@ -105,7 +107,8 @@ def measure_switch(
     import ray
 
     from trainer.build import engine_model
-    from trainer.orchestrator.learner_group import LearnerGroup
+    from trainer.learner import Learner
+    from trainer.orchestrator.learner_group import LearnerGroup, timed_step
     from trainer.orchestrator.worker import RolloutWorker
 
     learner = LearnerGroup(config, ranks=learner_ranks, pool=learner_ranks + 1 if in_place else 0)
@@ -122,10 +125,10 @@ def measure_switch(
     )
     timings = []
     try:
-        ray.get(worker.set_weights.remote(learner.version(), learner.weights_ref(False)))
+        ray.get(worker.set_weights.remote(learner.call(Learner.version), learner.call_ref(Learner.weights, False)))
         for _ in range(repeats):
             if trajectories:
-                ray.get(learner.step_ref(trajectories))
+                ray.get(learner.call_ref(timed_step, trajectories))
             sleep_s, grow_s = lend_to_learner(worker, learner, learner_ranks + 1)
             shrink_s, wake_s = return_to_rollout(worker, learner, learner_ranks)
             timing = SwitchTiming(sleep_s=sleep_s, grow_s=grow_s, shrink_s=shrink_s, wake_s=wake_s)

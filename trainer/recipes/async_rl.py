@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from pathlib import Path
 
 import yaml
@@ -37,6 +38,7 @@ from trainer.config import TrainConfig
 from trainer.inference.manifest import MANIFEST
 from trainer.inference.models import load_tokenizer
 from trainer.inference.rollout import ChatFormat
+from trainer.learner import Learner
 from trainer.metrics import MetricsWriter, plot, require_tracker, step_record
 from trainer.recipes.phases import (
     build_schedule,
@@ -121,7 +123,7 @@ class AsyncRLRecipe:
             pool=0 if orchestration.multiplex == "static" else units,
         )
         if resume:
-            self.resumed = self.learner.load(str(resume))
+            self.resumed = self.learner.call(Learner.load, str(resume))
         self.schedule, self.pac = build_schedule(config, tasks)
         if self.resumed:
             self.schedule.load_state_dict(self.resumed["schedule"])
@@ -156,7 +158,7 @@ class AsyncRLRecipe:
             multiplex_path=self.run_dir / "multiplex.json",
         )  # fmt: skip
         logger.info("starting %d rollout workers (loading the model in each)", len(self.orchestrator.workers))
-        self.orchestrator.publish(self.learner.version(), wait=True)  # every worker is up
+        self.orchestrator.publish(self.learner.call(Learner.version), wait=True)  # every worker is up
 
     def _start_records_afresh(self) -> None:
         """A run that does not resume writes its own records: an earlier run's metrics,
@@ -181,20 +183,20 @@ class AsyncRLRecipe:
             logger.info("playing the gold trajectories of %d tasks", len(self.tasks))
             self.demonstrations = demonstrations(self.tasks, self.config, self.factory, progress=True)
             if self.demonstrations:  # each step then reports the probability of the gold actions
-                self.learner.set_probes(self.demonstrations)
+                self.learner.call(Learner.set_probes, self.demonstrations)
         if config.steps and not self.resumed:
             logger.info("warm start: %d supervised steps on %d gold trajectories", config.steps,
                         len(self.demonstrations))  # fmt: skip
             # In chunks, a bar advanced between them; the same updates as one call (one AdamW).
             with progress_bar(config.steps, "warm start", "step") as bar:
-                self.learner.begin_warm_start(self.demonstrations, config.lr)
-                losses = chunked_steps(self.learner.warm_start_steps, config.steps, bar)
-                self.learner.end_warm_start()
+                self.learner.call(Learner.begin_warm_start, self.demonstrations, config.lr)
+                losses = chunked_steps(partial(self.learner.call, Learner.warm_start_steps), config.steps, bar)
+                self.learner.call(Learner.end_warm_start)
             solved = sum(t.reward for t in self.demonstrations)
             logger.info("warm start on %d gold trajectories (%.0f resolved): loss %.3f -> %.4f in %d steps",
                         len(self.demonstrations), solved, losses[0], losses[-1], len(losses))  # fmt: skip
-            self.orchestrator.publish(self.learner.version(), wait=True)
-        if config.critic_pretrain_steps and not self.resumed and self.learner.has_critic():
+            self.orchestrator.publish(self.learner.call(Learner.version), wait=True)
+        if config.critic_pretrain_steps and not self.resumed and self.learner.call(Learner.has_critic):
             # One batch's worth of episodes, cycling over the tasks (a single task still gets
             # `episodes_per_step` rollouts: the value of one outcome is no baseline).
             from trainer.orchestrator.schedule import EpisodeJob
@@ -208,9 +210,10 @@ class AsyncRLRecipe:
             logger.info("critic pre-training: playing %d episodes", len(jobs))
             played = self.orchestrator.play(jobs, progress="critic pre-training: episodes")
             with progress_bar(config.critic_pretrain_steps, "critic pre-training: updates", "step") as bar:
-                self.learner.begin_critic_pretraining(played)
-                losses = chunked_steps(self.learner.critic_pretraining_steps, config.critic_pretrain_steps, bar)
-                self.learner.end_critic_pretraining()
+                self.learner.call(Learner.begin_critic_pretraining, played)
+                steps = partial(self.learner.call, Learner.critic_pretraining_steps)
+                losses = chunked_steps(steps, config.critic_pretrain_steps, bar)
+                self.learner.call(Learner.end_critic_pretraining)
             logger.info("critic pre-training: value loss %.4f -> %.4f in %d steps", losses[0], losses[-1],
                         len(losses))  # fmt: skip
 
@@ -224,7 +227,7 @@ class AsyncRLRecipe:
             return None
         from trainer.orchestrator.schedule import EpisodeJob
 
-        self.orchestrator.publish(self.learner.version(), wait=True)  # the newest weights everywhere
+        self.orchestrator.publish(self.learner.call(Learner.version), wait=True)  # the newest weights everywhere
         jobs = [
             EpisodeJob(
                 job_id=-EVAL_SEED - i, group=-EVAL_SEED - i, task_id=t.id, family=t.family, seed=EVAL_SEED + i, batch=-1

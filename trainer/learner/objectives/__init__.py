@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from trainer.algorithms.losses import LOSS_PARAMETERS
 from trainer.algorithms.registry import AlgorithmSpec
-from trainer.learner.objectives.base import MicroLoss, MicroTarget, Objective, Selection, StepTargets
+from trainer.learner.objectives.base import MicroLoss, MicroTarget, Models, NoCritic, Objective, Selection, StepTargets
 from trainer.learner.objectives.critic import CriticObjective, CriticTarget, gae_targets
 from trainer.learner.objectives.group import GroupObjective, GroupTarget, group_selection
 from trainer.learner.objectives.sapo import SapoObjective, SapoTarget, sapo_forward, turn_layout
@@ -50,6 +50,8 @@ __all__ = [
     "GroupTarget",
     "MicroLoss",
     "MicroTarget",
+    "Models",
+    "NoCritic",
     "Objective",
     "SapoObjective",
     "SapoTarget",

@@ -10,6 +10,9 @@ regresses on the returns directly (the spec's `value_loss`).
 
 Every episode here ends with a graded submission, so the value after the last action is 0
 (no bootstrap) whether the agent finished or a limit cut it short.
+
+The objective returns the critic's loss (`critic_loss`); the learner runs its K updates, as
+it runs the policy's, and reports the last one's loss as `value_loss`.
 """
 
 from __future__ import annotations
@@ -26,12 +29,11 @@ from trainer.algorithms.sao import gae, length_adaptive_lambda, value_loss
 from trainer.inference.trajectory import Trajectory
 from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
 from trainer.learner.logprobs import batch_values
-from trainer.learner.objectives.base import Selection, StepTargets
+from trainer.learner.objectives.base import MicroLoss, Models, Selection, StepTargets
 from trainer.learner.objectives.policy_gradient import PolicyGradientObjective
 
 if TYPE_CHECKING:
     from trainer.config import AlgorithmConfig
-    from trainer.learner.learner import Learner
 
 
 @dataclass(frozen=True)
@@ -89,15 +91,15 @@ class CriticObjective(PolicyGradientObjective):
     def select(self, trajectories: list[Trajectory]) -> Selection:
         return Selection(trajectories)
 
-    def targets(self, learner: Learner, selection: Selection, batch: PreparedBatch) -> StepTargets:
+    def targets(self, models: Models, selection: Selection, batch: PreparedBatch) -> StepTargets:
         # Empty micro-batches run the critic too: under FSDP every forward is a collective.
-        return StepTargets([self.micro_targets(learner, micro) for micro in batch.micro_batches])
+        return StepTargets([self.micro_targets(models, micro) for micro in batch.micro_batches])
 
-    def micro_targets(self, learner: Learner, micro: MicroBatch) -> CriticTarget:
+    def micro_targets(self, models: Models, micro: MicroBatch) -> CriticTarget:
         """Values (no grad), then GAE advantages and returns for one micro-batch."""
         tensors = micro.tensors
         with torch.no_grad():
-            values = batch_values(learner.critic, tensors)[:, :-1].float()
+            values = batch_values(models.critic, tensors)[:, :-1].float()
         advantages, returns = gae_targets(
             micro.trajectories,
             values,
@@ -109,11 +111,6 @@ class CriticObjective(PolicyGradientObjective):
         )
         return CriticTarget(advantages, returns, values)
 
-    def after_step(self, learner: Learner, batch: PreparedBatch, targets: StepTargets) -> tuple[dict[str, float], bool]:
-        # Critic: K steps toward the returns computed before any update.
-        losses, ok = self.critic_updates(learner, batch, targets, self.critic_steps)
-        return {"value_loss": losses[-1] if losses else 0.0}, ok
-
     def value_loss(self, values, returns, old_values, mask) -> torch.Tensor:
         # The value loss has no horizon: Dr.GRPO's per-sequence sums fall back to a token mean.
         aggregation = "token_mean" if self.aggregation == "sequence_sum_norm" else self.aggregation
@@ -121,23 +118,14 @@ class CriticObjective(PolicyGradientObjective):
             return clipped_value_loss(values, old_values, returns, mask, aggregation=aggregation)
         return value_loss(values, returns, mask, aggregation)
 
-    def critic_updates(
-        self, learner: Learner, batch: PreparedBatch, targets: StepTargets, steps: int
-    ) -> tuple[list[float], bool]:
-        """`steps` critic updates toward fixed targets; returns the loss of each and whether
-        every one was finite (and applied)."""
-        losses, all_ok = [], True
-        for _ in range(steps):
-            total, finite = 0.0, True
-            for micro, target in zip(batch.micro_batches, targets.micro, strict=True):
-                tensors = micro.tensors
-                values = batch_values(learner.critic, tensors)[:, :-1].float()
-                loss = self.value_loss(values, target.returns, target.old_values, tensors["policy_mask"])
-                weight = loss_weight(tensors, batch.totals, self.aggregation)
-                (loss * weight).backward()
-                finite = finite and bool(torch.isfinite(loss))
-                total += float(loss.detach()) * weight / distributed.world_size()
-            _, ok = learner.apply(learner.critic, learner.critic_optimizer, finite)
-            losses.append(distributed.all_reduce(total))
-            all_ok = all_ok and ok
-        return losses, all_ok
+    def critic_loss(self, models: Models, micro: MicroBatch, target: CriticTarget, batch: PreparedBatch) -> MicroLoss:
+        """One micro-batch's value loss toward the returns computed before any update."""
+        tensors = micro.tensors
+        values = batch_values(models.critic, tensors)[:, :-1].float()
+        loss = self.value_loss(values, target.returns, target.old_values, tensors["policy_mask"])
+        weight = loss_weight(tensors, batch.totals, self.aggregation)
+        return MicroLoss(
+            loss=loss * weight,
+            finite=bool(torch.isfinite(loss)),
+            sums={"value_loss": float(loss.detach()) * weight / distributed.world_size()},
+        )

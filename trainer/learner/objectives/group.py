@@ -10,7 +10,6 @@ equal (`dynamic_sampling_mask`): they carry no signal. There is no critic to upd
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -19,11 +18,8 @@ from trainer.algorithms.losses import get_advantage_estimator
 from trainer.algorithms.registry import AlgorithmSpec
 from trainer.inference.trajectory import Trajectory
 from trainer.learner.batching import MicroBatch, PreparedBatch
-from trainer.learner.objectives.base import Selection, StepTargets
+from trainer.learner.objectives.base import Models, NoCritic, Selection, StepTargets
 from trainer.learner.objectives.policy_gradient import PolicyGradientObjective
-
-if TYPE_CHECKING:
-    from trainer.learner.learner import Learner
 
 
 @dataclass(frozen=True)
@@ -57,7 +53,7 @@ def sequence_to_tokens(per_sequence: list[float], policy_mask: torch.Tensor) -> 
     return torch.tensor(per_sequence, device=policy_mask.device)[:, None] * policy_mask.float()
 
 
-class GroupObjective(PolicyGradientObjective):
+class GroupObjective(NoCritic, PolicyGradientObjective):
     """Group-normalised advantages, the spec's policy loss, no critic."""
 
     def __init__(self, spec: AlgorithmSpec, aggregation: str, hyper: dict) -> None:
@@ -68,13 +64,10 @@ class GroupObjective(PolicyGradientObjective):
     def select(self, trajectories: list[Trajectory]) -> Selection:
         return group_selection(trajectories, self.estimator, self.dynamic_sampling)
 
-    def targets(self, learner: Learner, selection: Selection, batch: PreparedBatch) -> StepTargets:
+    def targets(self, models: Models, selection: Selection, batch: PreparedBatch) -> StepTargets:
         return StepTargets([self.micro_target(selection, micro) for micro in batch.micro_batches])
 
     @staticmethod
     def micro_target(selection: Selection, micro: MicroBatch) -> GroupTarget:
         per_sequence = [selection.sequence_advantages[i] for i in micro.indices]
         return GroupTarget(sequence_to_tokens(per_sequence, micro.tensors["policy_mask"]))
-
-    def after_step(self, learner: Learner, batch: PreparedBatch, targets: StepTargets) -> tuple[dict[str, float], bool]:
-        return {"value_loss": 0.0}, True

@@ -9,18 +9,13 @@ weights are the proximal policy of the decoupled objective: no extra forward is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from trainer import distributed
 from trainer.algorithms.losses import NEEDS_PROX, get_policy_loss
 from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
 from trainer.learner.logprobs import batch_logprobs
-from trainer.learner.objectives.base import MicroLoss, MicroTarget
-
-if TYPE_CHECKING:
-    from trainer.learner.learner import Learner
+from trainer.learner.objectives.base import MicroLoss, MicroTarget, Models
 
 
 class PolicyGradientObjective:
@@ -33,9 +28,9 @@ class PolicyGradientObjective:
         self.hyper = {"aggregation": aggregation, **hyper}
         """The loss's keyword arguments (its paper's defaults where absent)."""
 
-    def micro_loss(self, learner: Learner, micro: MicroBatch, target: MicroTarget, batch: PreparedBatch) -> MicroLoss:
+    def micro_loss(self, models: Models, micro: MicroBatch, target: MicroTarget, batch: PreparedBatch) -> MicroLoss:
         tensors = micro.tensors
-        logp = batch_logprobs(learner.policy, tensors, learner.temperature)
+        logp = batch_logprobs(models.policy, tensors, models.temperature)
         prox = logp.detach() if self.needs_prox else None
         hyper = self.hyper if batch.horizon is None else {**self.hyper, "horizon": batch.horizon}
         loss, stats = self.loss_fn(

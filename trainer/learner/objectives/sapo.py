@@ -38,14 +38,14 @@ from trainer.algorithms.sapo import (
     turn_gae,
     turn_positions,
 )
+from trainer.inference.models import value_token_ids
 from trainer.inference.trajectory import Trajectory
 from trainer.learner.batching import MicroBatch, PreparedBatch, loss_weight
 from trainer.learner.logprobs import batch_logits, policy_logits, target_logprobs
-from trainer.learner.objectives.base import MicroLoss, Selection, StepTargets
+from trainer.learner.objectives.base import MicroLoss, Models, NoCritic, Selection, StepTargets
 
 if TYPE_CHECKING:
     from trainer.config import AlgorithmConfig
-    from trainer.learner.learner import Learner
 
 Forward = tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None]
 """(policy logprobs [B, T-1], value readout [B, T], logits [B, T-1, V]); see `sapo_forward`."""
@@ -65,6 +65,20 @@ class SapoTarget:
     """Turns of the whole batch (all ranks): the turn terms' denominator."""
     forward: Forward | None = None
     """A one-micro-batch step's forward with grad, reused by the loss (then dropped)."""
+
+
+def checked_value_token_ids(policy: torch.nn.Module, ids: tuple[int, int] | None, name: str) -> tuple[int, int]:
+    """SAPO's (w+, w-) ids: given, or recorded by `reserve_value_tokens`; validated."""
+    ids = tuple(ids) if ids is not None else value_token_ids(policy)
+    if ids is None:
+        raise ValueError(
+            f"algorithm {name!r} reads values from two reserved tokens: call "
+            "trainer.inference.models.reserve_value_tokens(policy, tokenizer) first, or pass value_token_ids"
+        )
+    rows = policy.get_output_embeddings().weight.shape[0]
+    if len(set(ids)) != 2 or not all(0 <= i < rows for i in ids):
+        raise ValueError(f"value_token_ids {ids} must be two distinct ids below the vocabulary size {rows}")
+    return int(ids[0]), int(ids[1])
 
 
 def sapo_forward(
@@ -121,8 +135,9 @@ def turn_layout(group: list[Trajectory], tensors: dict[str, torch.Tensor]) -> di
     return layout
 
 
-class SapoObjective:
-    """Turn-level GAE over the shared readout and SAPO's combined loss; no critic model."""
+class SapoObjective(NoCritic):
+    """Turn-level GAE over the shared readout and SAPO's combined loss; no critic model (its
+    value loss is a term of the policy's, reported as `value_loss`)."""
 
     def __init__(self, algorithm: AlgorithmConfig, aggregation: str, hyper: dict) -> None:
         self.config = algorithm.sapo
@@ -131,21 +146,21 @@ class SapoObjective:
         self.aggregation = aggregation
         self.clip = {k: hyper[k] for k in ("clip_low", "clip_high") if k in hyper}
 
-    def forward(self, learner: Learner, tensors: dict[str, torch.Tensor], values_only: bool = False) -> Forward:
+    def forward(self, models: Models, tensors: dict[str, torch.Tensor], values_only: bool = False) -> Forward:
         return sapo_forward(
-            learner.policy,
+            models.policy,
             tensors,
-            learner.value_token_ids,
+            models.value_token_ids,
             r_max=self.config.r_max,
             tau_v=self.config.tau_v,
-            temperature=learner.temperature,
+            temperature=models.temperature,
             values_only=values_only,
         )
 
     def select(self, trajectories: list[Trajectory]) -> Selection:
         return Selection(trajectories)
 
-    def targets(self, learner: Learner, selection: Selection, batch: PreparedBatch) -> StepTargets:
+    def targets(self, models: Models, selection: Selection, batch: PreparedBatch) -> StepTargets:
         micro_batches = batch.micro_batches
         layouts = [turn_layout(micro.trajectories, micro.tensors) for micro in micro_batches]
         n_turns = distributed.all_reduce(sum(float(layout["turn_mask"].sum()) for layout in layouts))
@@ -153,12 +168,12 @@ class SapoObjective:
         # counts): its forward with grad is reused for the loss. Several: a no-grad pass
         # first, since normalising advantages needs every turn of the batch.
         single = len(micro_batches) == 1
-        forward = self.forward(learner, micro_batches[0].tensors) if single else None
+        forward = self.forward(models, micro_batches[0].tensors) if single else None
         if single:
             readouts = [forward[1].detach()]
         else:
             with torch.no_grad():
-                readouts = [self.forward(learner, micro.tensors, values_only=True)[1] for micro in micro_batches]
+                readouts = [self.forward(models, micro.tensors, values_only=True)[1] for micro in micro_batches]
         turns = []
         for layout, readout in zip(layouts, readouts, strict=True):
             values = readout.gather(1, layout["v_index"])
@@ -179,16 +194,16 @@ class SapoObjective:
             micro.append(SapoTarget(layout, target, advantages, n_turns, forward))
         return StepTargets(micro, metrics={"turns": int(n_turns)})
 
-    def micro_loss(self, learner: Learner, micro: MicroBatch, target: SapoTarget, batch: PreparedBatch) -> MicroLoss:
+    def micro_loss(self, models: Models, micro: MicroBatch, target: SapoTarget, batch: PreparedBatch) -> MicroLoss:
         tensors = micro.tensors
         forward, target.forward = target.forward, None  # the loss's graph holds what it needs
-        logp, readout, logits = forward if forward is not None else self.forward(learner, tensors)
+        logp, readout, logits = forward if forward is not None else self.forward(models, tensors)
         layout, config, world = target.layout, self.config, distributed.world_size()
         turn_mask, mask = layout["turn_mask"], tensors["policy_mask"]
         values = readout.gather(1, layout["v_index"])
         entropy = None
         if config.c_h:
-            entropy = token_entropy(policy_logits(logits, learner.banned) / learner.temperature)
+            entropy = token_entropy(policy_logits(logits, models.banned) / models.temperature)
         terms = sapo_loss_terms(
             logp,
             tensors["rollout_logp"],
@@ -224,6 +239,3 @@ class SapoObjective:
         sums["value_mean"] = float((values.detach() * turns).sum()) / max(target.total_turns, 1.0)
         sums["return_mean"] = float((target.turns.returns * turns).sum()) / max(target.total_turns, 1.0)
         return MicroLoss(loss=loss, finite=bool(torch.isfinite(loss)), sums=sums, stats=terms.stats)
-
-    def after_step(self, learner: Learner, batch: PreparedBatch, targets: StepTargets) -> tuple[dict[str, float], bool]:
-        return {}, True
