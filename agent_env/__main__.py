@@ -23,7 +23,7 @@ from pathlib import Path
 
 from agent_env.validate import TaskValidation, validate_tasks
 from sandboxes.console import interrupted, interrupts, setup_logging
-from tasks import TaskError, load_sources
+from tasks import TaskError, add_source_arguments, load_sources
 from tasks.spec import workspace_cache_dir
 
 
@@ -84,13 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "  (no PATH: the built-in suite)",
     )
     parser.add_argument("command", choices=["validate"])
-    parser.add_argument(
-        "paths",
-        nargs="*",
-        help="task folders, task.yaml files, SWE-bench .jsonl rows or stream:NAME (default: the built-in suite)",
-    )
-    parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones SWE-bench rows run from")
-    parser.add_argument("--instances", default="", help="comma-separated SWE-bench instance ids (default: all)")
+    add_source_arguments(parser)
     parser.add_argument("--sandbox", default="local", choices=["local", "docker"], help="where validation runs")
     parser.add_argument(
         "--logs",

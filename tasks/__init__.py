@@ -169,6 +169,18 @@ def load_task_set(
     return [by_id[i] for i in ids]
 
 
+def add_source_arguments(parser) -> None:
+    """The command-line sources `load_sources` reads (`paths`, `--repo-cache`, `--instances`),
+    on an `argparse` parser: the same words in every entry point that takes tasks."""
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        help="task folders, task.yaml files, SWE-bench .jsonl rows or stream:NAME (default: the built-in suite)",
+    )
+    parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones SWE-bench rows run from")
+    parser.add_argument("--instances", default="", help="comma-separated SWE-bench instance ids (default: all)")
+
+
 def load_sources(
     paths: Sequence[str], repo_cache: str | Path | None = None, instances: list[str] | None = None
 ) -> list[Task]:

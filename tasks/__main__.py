@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from sandboxes.console import interrupted, interrupts, setup_logging
-from tasks import TaskError, load_sources
+from tasks import TaskError, add_source_arguments, load_sources
 
 
 def list_tasks(paths: list[str], repo_cache: Path | None = None, instances: list[str] | None = None) -> int:
@@ -40,13 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         "to grade them: python -m agent_env validate",
     )
     parser.add_argument("command", help="list")
-    parser.add_argument(
-        "paths",
-        nargs="*",
-        help="task folders, task.yaml files, SWE-bench .jsonl rows or stream:NAME (default: the built-in suite)",
-    )
-    parser.add_argument("--repo-cache", type=Path, default=None, help="folder of git clones SWE-bench rows run from")
-    parser.add_argument("--instances", default="", help="comma-separated SWE-bench instance ids (default: all)")
+    add_source_arguments(parser)
     args, unknown = parser.parse_known_args(argv)
     if args.command == "validate":
         parser.error(
