@@ -4,10 +4,11 @@ allocation against the closed-form probability of being best, state round trips.
 import json
 import math
 import random
+from fractions import Fraction
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from trainer.algorithms import FamilyLossWeights, PACController
@@ -108,6 +109,8 @@ def test_family_weights_hand_computed():
     st.floats(0.0, 0.99),
     st.floats(0.0, 1.0),
 )
+@example(updates=[("a", [5e-324])], smoothing=0.0, floor=0.5)  # a subnormal need: 0.5 * 5e-324 is 0
+@example(updates=[("a", [1.5e-323]), ("b", [5e-324])], smoothing=0.0, floor=0.0)
 def test_family_weights_match_loop_reference(updates, smoothing, floor):
     weights = FamilyLossWeights(list("abcd"), smoothing=smoothing, floor=floor)
     need = {}
@@ -117,11 +120,13 @@ def test_family_weights_match_loop_reference(updates, smoothing, floor):
         need[family] = observed if family not in need else smoothing * need[family] + (1 - smoothing) * observed
     out = weights.weights()
     if need and sum(need.values()) > 0:
-        default = sum(need.values()) / len(need)
-        full = [need.get(f, default) for f in "abcd"]
+        # The reference in exact arithmetic from the same (float) needs.
+        exact = {f: Fraction(v) for f, v in need.items()}
+        default = sum(exact.values()) / len(exact)
+        full = [exact.get(f, default) for f in "abcd"]
         mean = sum(full) / 4
         for f, n in zip("abcd", full, strict=True):
-            assert out[f] == pytest.approx(floor + (1 - floor) * n / mean, abs=1e-9)
+            assert out[f] == pytest.approx(float(floor + (1 - Fraction(floor)) * n / mean), abs=1e-9)
     else:
         assert out == dict.fromkeys("abcd", 1.0)
     assert sum(out.values()) / 4 == pytest.approx(1.0) and min(out.values()) >= floor - 1e-12

@@ -228,12 +228,16 @@ class FamilyLossWeights:
         seen = [v for v in self.need.values() if v is not None]
         if not seen:
             return dict.fromkeys(self.need, 1.0)
-        default = sum(seen) / len(seen)
-        need = {f: default if v is None else v for f, v in self.need.items()}
-        mean = sum(need.values()) / len(need)
-        if mean <= 0.0:  # every family has zero need: nothing to rebalance
+        top = max(seen)
+        if top <= 0.0:  # every family has zero need: nothing to rebalance
             return dict.fromkeys(self.need, 1.0)
-        return {f: self.floor + (1.0 - self.floor) * v / mean for f, v in need.items()}
+        # Needs relative to the largest, so tiny (subnormal) needs keep their precision and
+        # the weights still average 1: the ratios are what matter, not the scale.
+        relative = [v / top for v in seen]
+        default = sum(relative) / len(relative)
+        need = {f: default if v is None else v / top for f, v in self.need.items()}
+        mean = sum(need.values()) / len(need)
+        return {f: self.floor + (1.0 - self.floor) * (v / mean) for f, v in need.items()}
 
     def sequence_weights(self, families: Sequence[str], dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """One weight per sequence [B], from each sequence's task family."""
