@@ -230,6 +230,10 @@ class AlgorithmConfig(_Section):
     in checkpoints."""
     se_rl: FamilyWeightsConfig = Field(default_factory=FamilyWeightsConfig)
     """The rebalancing rule's settings (`family_weights: se_rl`)."""
+    positive_advantages_only: bool = False
+    """A control, not a method: zero every negative advantage before the loss, so the policy
+    learns only from what beat its baseline (`bench.experiments.learning`'s `grpo_pos`
+    arm, issue #39: how much of a method's result comes from pushing failures down)."""
 
 
 class LearnerConfig(_Section):

@@ -33,8 +33,19 @@ METHODS: dict[str, list[str]] = {
     "grpo_mask": ["algorithm.name=grpo_mask"],  # GRPO's advantages with SAO's mask: the mask without the critic
     "dr_grpo": ["algorithm.name=dr_grpo"],  # no std normalisation, constant-horizon token sums
     "dapo": ["algorithm.name=dapo"],  # clip-higher, token mean, all-equal groups dropped
+    # A control, not a method (issue #39): GRPO learning only from its positive advantages. SAO's
+    # critic reads about 0 on this bench, so SAO pushes successes up and failures barely down;
+    # this arm asks how far that alone goes without a critic.
+    "grpo_pos": ["algorithm.name=grpo", "algorithm.positive_advantages_only=true"],
 }
-GROUPED = frozenset(m for m in METHODS if get_algorithm(m).objective == "group")
+
+
+def algorithm_of(method: str) -> str:
+    """The algorithm a method trains with (its `algorithm.name=` setting)."""
+    return next(s.split("=", 1)[1] for s in METHODS[method] if s.startswith("algorithm.name="))
+
+
+GROUPED = frozenset(m for m in METHODS if get_algorithm(algorithm_of(m)).objective == "group")
 """Methods that compare rollouts of a task (no critic): they play `--group-size` rollouts per task."""
 GROUP_SIZE = 2
 """The group methods' rollouts per task by default (`--group-size`): 4 tasks x 2 rollouts at the

@@ -1,4 +1,5 @@
-"""SAO against PPO, GRPO, GRPO with SAO's mask, Dr.GRPO and DAPO: a fair comparison (issue #16).
+"""SAO against PPO, GRPO, GRPO with SAO's mask, Dr.GRPO and DAPO: a fair comparison (issue #16),
+with a control arm, GRPO on its positive advantages only (`grpo_pos`, issue #39).
 
     python -m bench.experiments.learning [--out DIR] [--json PATH] [--methods sao,grpo]
                                          [--lrs 1.25e-4,2.5e-4,5e-4] [--seeds N] [--steps N] [--group-size G]
@@ -28,7 +29,9 @@ finished run; an unfinished one is started again). Per-run outputs (metrics.json
 summary.json, checkpoints) stay in `DIR/runs/`. Per method the report gives the chosen lr,
 the sweep (lr -> training success), the evaluation rise (summary.json's `eval_after -
 eval_before`) as mean and population std over seeds, training success in the first and last
-third, for the mask methods the mean fraction of tokens the mask dropped, and where the
+third, for the mask methods the mean fraction of tokens the mask dropped, the steps the learner
+skipped for want of a signal, for the critic methods the critic's value mean, spread and
+explained variance over the last third, and where the
 method fails (`diagnose` on the metrics, and declines of training success or the evaluation:
 `failures`). With a tiny model, a few tasks and CPU minutes, seeds disagree:
 the spread is part of the result.
@@ -55,6 +58,9 @@ from bench.experiments.common import (
 )
 
 MASKED = ("masked_low_fraction", "masked_high_fraction")
+CRITIC = ("value_mean", "value_std", "explained_variance")
+"""The critic's statistics per step (`trainer.learner.objectives.critic.value_statistics`),
+averaged over the last third of a run's steps."""
 
 # Half, once and twice the recipe's learner.lr (2.5e-4 on the multi-turn default, where 5e-4
 # rose no faster and noisier; the one-turn recipe's 5e-4 is the top of the sweep): a factor of
@@ -113,12 +119,19 @@ def run_figures(records: list[dict], summary: dict) -> dict:
     """One run's figures from its metrics.jsonl records and summary.json: training success in
     the first and last third of the steps, the evaluation before and after RL (None without
     one), the mean share of policy tokens the mask dropped per step (None for a loss without
-    a mask) and `diagnose`'s line."""
+    a mask), how many steps the learner skipped for want of a signal (None in records from
+    before it counted them), the critic's statistics over the last third (`CRITIC`, None
+    without a critic) and `diagnose`'s line."""
     steps = _steps(records)
     success = [r["success_rate"] for r in steps if "success_rate" in r]
     first, final = thirds(success) if success else (0.0, 0.0)
     masked = [sum(r[k] for k in MASKED) for r in steps if all(k in r for k in MASKED)]
     evaluated = "eval_before" in summary and "eval_after" in summary
+    no_signal = [r["skipped_no_signal"] for r in steps if "skipped_no_signal" in r]
+    critic = {}
+    for key in CRITIC:
+        values = [r[key] for r in steps if key in r]
+        critic[key] = round(thirds(values)[1], 4) if values else None
     return {
         "steps": len(steps),
         "first_success": round(first, 4),
@@ -126,6 +139,8 @@ def run_figures(records: list[dict], summary: dict) -> dict:
         "eval_before": summary["eval_before"]["success_rate"] if evaluated else None,
         "eval_after": summary["eval_after"]["success_rate"] if evaluated else None,
         "masked_fraction": round(statistics.fmean(masked), 6) if masked else None,
+        "no_signal_steps": max(no_signal) if no_signal else None,
+        **critic,
         "fails": diagnose(records),
     }
 
@@ -152,6 +167,11 @@ def method_figures(method: str, sweep: dict[float, float], runs: list[dict]) -> 
     rises = [r["eval_after"] - r["eval_before"] for r in runs if r.get("eval_before") is not None]
     masked = [r["masked_fraction"] for r in runs if r.get("masked_fraction") is not None]
     fails = [f"s{r['seed']}: {failures(r)}" for r in runs if failures(r) != "—"]
+
+    def mean(key: str, digits: int = 4) -> float | None:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        return round(statistics.fmean(values), digits) if values else None
+
     return {
         "method": method,
         "lr": best_lr(sweep),
@@ -162,6 +182,8 @@ def method_figures(method: str, sweep: dict[float, float], runs: list[dict]) -> 
         "first_success": round(statistics.fmean(r["first_success"] for r in runs), 4),
         "final_success": round(statistics.fmean(r["final_success"] for r in runs), 4),
         "masked_fraction": round(statistics.fmean(masked), 6) if masked else None,
+        "no_signal_steps": mean("no_signal_steps", 1),
+        **{key: mean(key) for key in CRITIC},
         "fails": "; ".join(fails) or "—",
     }
 
@@ -220,15 +242,19 @@ def markdown(rows: list[dict]) -> str:
 
     lines = [
         "| method | lr | sweep (lr: training success) | eval rise (mean ± std) | training success first → last third "
-        "| mask dropped | fails |",
-        "|---|---|---|---|---|---|---|",
+        "| mask dropped | no-signal steps | critic V mean / std / EV | fails |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         sweep = ", ".join(f"{float(lr):g}: {s:.2f}" for lr, s in r["sweep"].items())
         rise = "—" if r["eval_rise_mean"] is None else f"{r['eval_rise_mean']:+.3f} ± {r['eval_rise_std']:.3f}"
         masked = "—" if r["masked_fraction"] is None else f"{r['masked_fraction']:.2%}"
+        no_signal = number(r.get("no_signal_steps"), "g")
+        critic = " / ".join(number(r.get(key), ".3f") for key in CRITIC)
+        critic = "—" if r.get("value_mean") is None else critic
         lines.append(f"| {r['method']} | {number(r['lr'], 'g')} | {sweep} | {rise} "
-                     f"| {r['first_success']:.2f} → {r['final_success']:.2f} | {masked} | {r['fails']} |")  # fmt: skip
+                     f"| {r['first_success']:.2f} → {r['final_success']:.2f} | {masked} | {no_signal} | {critic} "
+                     f"| {r['fails']} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -303,13 +329,14 @@ def main() -> None:
     parser = experiment_parser(
         "learning",
         "SAO, PPO (critic, GAE 0.95, clipped), GRPO, GRPO with SAO's double-sided mask, "
-        "Dr.GRPO and DAPO on the `make train-swe` recipe, fairly: the same learning-rate sweep for "
+        "Dr.GRPO, DAPO and a positive-only GRPO control on the `make train-swe` recipe, fairly: the same learning-rate sweep for "
         f"every method (lrs {', '.join(f'{lr:g}' for lr in LRS)} on seed 0, best by training success "
         "over the last third of RL), then the best lr on N seeds, each from the same supervised warm "
         "start per seed at an equal rollout budget (episodes per step). Reports per method the chosen "
-        "lr, the evaluation rise (mean and std over seeds), the share of tokens SAO's mask drops and "
-        "where runs fail. Long: with the defaults 6 x (3 + 2) = 30 training runs of 8-10 minutes and "
-        "3 warm starts, about 5 hours on 2 cores (an estimate). A rerun with the same --out resumes "
+        "lr, the evaluation rise (mean and std over seeds), the share of tokens SAO's mask drops, the "
+        "steps skipped for no signal, the critic's statistics and where runs fail. Long: with the "
+        "defaults 7 x (3 + 2) = 35 training runs of 4-13 minutes and 3 warm starts, about 5 hours on "
+        "2 cores. A rerun with the same --out resumes "
         "after the last finished run.",
         "python -m bench.experiments.learning --methods sao,grpo_mask --lrs 5e-4 --seeds 1 --steps 3 "
         "--out /tmp/learning-smoke evaluation.episodes=8",

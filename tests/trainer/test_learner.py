@@ -219,7 +219,7 @@ def test_dapo_drops_zero_variance_groups():
     learner = make_learner(policy, None, "dapo", lr=1e-3)
     same = [make_trajectory(policy, 1.0, s) for s in range(2)]
     result = learner.step(same)
-    assert result.metrics == {"zero_variance_dropped": 2, "version": 0, "skipped_steps": 0}
+    assert result.metrics == {"zero_variance_dropped": 2, "version": 0, "skipped_steps": 0, "skipped_no_signal": 1}
     assert result.advantages == {"j0": 0.0, "j1": 0.0}
     mixed = [make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0], start=2)]
     for traj in mixed:

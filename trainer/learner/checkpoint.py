@@ -54,7 +54,7 @@ class Trainable(Protocol):
         ...
 
     def progress(self) -> dict:
-        """The counters (`version`, `skipped_steps`, `bad_in_a_row`) and SE-RL's family
+        """The counters (`version`, `skipped_steps`, `skipped_no_signal`, `bad_in_a_row`) and SE-RL's family
         weights (`family_weights`, None without them)."""
         ...
 
@@ -173,7 +173,7 @@ def write(learner: Trainable, directory: str | Path, extra: dict | None = None, 
         if tokenizer is not None:
             tokenizer.save_pretrained(staging / "policy")
         progress = learner.progress()
-        state = {"version": progress["version"], "skipped_steps": progress["skipped_steps"]}
+        state = {key: progress[key] for key in ("version", "skipped_steps", "skipped_no_signal")}
         if progress["family_weights"] is not None:
             state["family_weights"] = progress["family_weights"]
         if learner.value_token_ids is not None:  # a resumed run must read values from the same rows
@@ -267,6 +267,7 @@ def load(learner: Trainable, directory: str | Path) -> dict:
         {
             "version": state["version"],
             "skipped_steps": state.get("skipped_steps", 0),
+            "skipped_no_signal": state.get("skipped_no_signal", 0),
             "family_weights": state.get("family_weights"),
         }
     )

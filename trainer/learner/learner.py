@@ -19,6 +19,16 @@ are FSDP2-sharded (`trainer.distributed`), and gradients are averaged across ran
 Guards: a non-finite loss or gradient norm skips the step on every rank, is counted, and
 after `max_bad_steps` in a row raises `NonFiniteError`.
 
+No signal, no step (issue #39): an update whose gradient is zero on every rank is not
+applied. AdamW would still move the weights (momentum and weight decay) and advance its
+state, so a batch that teaches nothing (every advantage zero, as in a group whose
+rewards are all equal, or every token masked) would change the policy. Such a step leaves
+the weights, the optimizer state and the version as they were, and is counted
+(`skipped_no_signal`). An objective whose policy loss is advantage times ratio alone
+(`Objective.advantage_only`) skips even the forward when every advantage is zero; DAPO's
+empty selection counts the same way. VeRL's DAPO refills such batches by sampling more; we
+do not, so the step is skipped instead.
+
 SAPO (arXiv 2608.19842) has no critic model: its value-token ids are validated
 (`objectives.sapo.checked_value_token_ids`), banned from the policy, written to
 `state.json` and to the exported config (`value_token_ids`), and `load` refuses a
@@ -45,7 +55,14 @@ from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel
 from trainer.inference.trajectory import Trajectory
 from trainer.learner import checkpoint, warm_start
-from trainer.learner.advantages import gather_advantages, local_advantages, measure_families, weigh_families
+from trainer.learner.advantages import (
+    gather_advantages,
+    has_advantage,
+    keep_positive,
+    local_advantages,
+    measure_families,
+    weigh_families,
+)
 from trainer.learner.batching import MicroBatch, PreparedBatch, prepare
 from trainer.learner.logprobs import gold_probability
 from trainer.learner.objectives import MicroLoss, Models, Selection, StepTargets, make_objective
@@ -69,6 +86,11 @@ class StepResult:
     trajectory of the batch (all ranks); 0.0 for those the objective dropped."""
 
 
+APPLIED, NO_SIGNAL, NON_FINITE = "applied", "no_signal", "non_finite"
+"""How an update went (`Update.outcome`): the optimizer stepped; the gradient was zero on
+every rank (nothing to learn, nothing moved); a loss or the gradient norm was not finite."""
+
+
 class Update(NamedTuple):
     """One optimizer update (`Learner._update`): the micro-batches' `MicroLoss.sums` summed
     on this rank, their `stats` weighted by policy tokens and summed, and how it went."""
@@ -76,7 +98,8 @@ class Update(NamedTuple):
     sums: dict[str, float]
     stats: dict[str, float]
     grad_norm: float
-    applied: bool
+    outcome: str
+    """`APPLIED`, `NO_SIGNAL` or `NON_FINITE`."""
 
 
 def _enable_activation_checkpointing(model: nn.Module) -> None:
@@ -143,6 +166,9 @@ class Learner:
         """Gold trajectories whose probability each step reports (`set_probes`)."""
         self._version = 0
         self.skipped_steps = 0
+        """Steps skipped for a non-finite loss or gradient norm."""
+        self.skipped_no_signal = 0
+        """Steps whose policy update was skipped for want of a learning signal."""
         self._bad_in_a_row = 0
         self._warm_start: tuple[PreparedBatch, torch.optim.Optimizer] | None = None
         """The warm start's batch and AdamW between `begin_warm_start` and `end_warm_start`."""
@@ -151,7 +177,8 @@ class Learner:
 
     @property
     def version(self) -> int:
-        """The weights' version: + 1 for every applied step and after a warm start."""
+        """The weights' version: + 1 for every step that changed a model's weights and after a
+        warm start."""
         return self._version
 
     @property
@@ -180,21 +207,27 @@ class Learner:
             raise ValueError("learner step needs at least one trajectory")
         selection = self.objective.select(trajectories)
         if not selection.trajectories:  # e.g. every group had equal rewards: nothing to learn from
-            metrics = {**selection.metrics, "version": self.version, "skipped_steps": self.skipped_steps}
+            self.skipped_no_signal += 1
+            metrics = {**selection.metrics, **self._counters()}
             return StepResult(self._probe(metrics), {t.trajectory_id: 0.0 for t in trajectories})
         batch = self.prepare(selection.trajectories)
         targets = self.objective.targets(self.models, selection, batch)
+        if self.algorithm.positive_advantages_only:  # the control arm of issue #39
+            keep_positive(targets)
         local = local_advantages(batch, targets)
         family_metrics = {}
         if self.family_weights is not None:  # SE-RL
             family_metrics = weigh_families(self.family_weights, selection.trajectories, batch, targets)
 
         # Policy: one update, gradients accumulated over micro-batches.
-        policy = self._update(
-            self.policy, self.policy_optimizer, self._losses(self.objective.micro_loss, batch, targets)
-        )
-        critic_losses, critic_ok = self._critic_updates(batch, targets, self.objective.critic_steps)
-        self._count(policy.applied and critic_ok)
+        if self.objective.advantage_only and not has_advantage(batch, targets):
+            policy = Update({}, {}, 0.0, NO_SIGNAL)  # a zero gradient: not even a forward
+        else:
+            policy = self._update(
+                self.policy, self.policy_optimizer, self._losses(self.objective.micro_loss, batch, targets)
+            )
+        critic_losses, critic_outcomes = self._critic_updates(batch, targets, self.objective.critic_steps)
+        self._count(policy.outcome, critic_outcomes)
         sums = {k: distributed.all_reduce(v) for k, v in policy.sums.items()}
         # The critic's last loss; SAPO's value loss is a term of its policy loss, in its sums.
         sums.setdefault("value_loss", critic_losses[-1] if critic_losses else 0.0)
@@ -207,8 +240,7 @@ class Learner:
             **selection.metrics,
             "micro_batches": len(batch.micro_batches),
             "model_tokens": int(distributed.all_reduce(batch.model_tokens)),
-            "skipped_steps": self.skipped_steps,
-            "version": self.version,
+            **self._counters(),
             **family_metrics,
         }
         advantages = gather_advantages(trajectories, local)
@@ -242,39 +274,56 @@ class Learner:
                 for key, value in part.stats.items():
                     stats[key] = stats.get(key, 0.0) + value * tokens
             del part  # backward freed the graph; drop the loss's last references too
-        grad_norm, applied = self._apply(model, optimizer, finite)
-        return Update(sums, stats, grad_norm, applied)
+        grad_norm, outcome = self._apply(model, optimizer, finite)
+        return Update(sums, stats, grad_norm, outcome)
 
-    def _critic_updates(self, batch: PreparedBatch, targets: StepTargets, steps: int) -> tuple[list[float], bool]:
-        """`steps` critic updates toward fixed targets; the loss of each, and whether every
-        one was finite (and applied)."""
-        losses, all_ok = [], True
+    def _critic_updates(self, batch: PreparedBatch, targets: StepTargets, steps: int) -> tuple[list[float], list[str]]:
+        """`steps` critic updates toward fixed targets; the loss and the outcome of each."""
+        losses, outcomes = [], []
         for _ in range(steps):
             update = self._update(
                 self.critic, self.critic_optimizer, self._losses(self.objective.critic_loss, batch, targets)
             )
             losses.append(distributed.all_reduce(update.sums.get("value_loss", 0.0)))
-            all_ok = all_ok and update.applied
-        return losses, all_ok
+            outcomes.append(update.outcome)
+        return losses, outcomes
 
-    def _apply(self, model: nn.Module, optimizer: torch.optim.Optimizer, losses_finite: bool) -> tuple[float, bool]:
-        """Clip and step, unless a loss or the gradient norm is non-finite on any rank;
-        gradients are cleared either way. Returns (gradient norm, applied)."""
+    def _apply(self, model: nn.Module, optimizer: torch.optim.Optimizer, losses_finite: bool) -> tuple[float, str]:
+        """Clip and step, unless a loss or the gradient norm is non-finite on any rank, or the
+        gradient is zero on every rank (see the module docstring: no signal, no step);
+        gradients are cleared either way. Returns (gradient norm, outcome)."""
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), self.optim.max_grad_norm)
         grad_norm = float(grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm)
         finite = losses_finite and bool(torch.isfinite(torch.tensor(grad_norm)))
         finite = distributed.all_reduce(0.0 if finite else 1.0, "max") == 0.0
-        if finite:
+        if not finite:
+            outcome = NON_FINITE
+        elif distributed.all_reduce(grad_norm, "max") == 0.0:
+            outcome = NO_SIGNAL
+        else:
             optimizer.step()
+            outcome = APPLIED
         optimizer.zero_grad(set_to_none=True)
-        return grad_norm, finite
+        return grad_norm, outcome
 
-    def _count(self, ok: bool) -> None:
-        """Bump the version after an applied step; count a skipped one, and give up after
+    def _counters(self) -> dict[str, int]:
+        return {
+            "skipped_steps": self.skipped_steps,
+            "skipped_no_signal": self.skipped_no_signal,
+            "version": self.version,
+        }
+
+    def _count(self, policy: str, critic: list[str]) -> None:
+        """Bump the version when a model's weights changed; count a policy update skipped
+        for no signal; count a step with a non-finite update, and give up after
         `max_bad_steps` in a row."""
-        if ok:
-            self._bad_in_a_row = 0
+        outcomes = [policy, *critic]
+        if APPLIED in outcomes:
             self._version += 1
+        if policy == NO_SIGNAL:
+            self.skipped_no_signal += 1
+        if NON_FINITE not in outcomes:
+            self._bad_in_a_row = 0
             return
         self.skipped_steps += 1
         self._bad_in_a_row += 1
@@ -389,6 +438,7 @@ class Learner:
         return {
             "version": self._version,
             "skipped_steps": self.skipped_steps,
+            "skipped_no_signal": self.skipped_no_signal,
             "bad_in_a_row": self._bad_in_a_row,
             "family_weights": self.family_weights.state_dict() if self.family_weights is not None else None,
         }
@@ -398,6 +448,7 @@ class Learner:
         of bad steps: a resumed run starts a new one)."""
         self._version = int(progress["version"])
         self.skipped_steps = int(progress.get("skipped_steps", 0))
+        self.skipped_no_signal = int(progress.get("skipped_no_signal", 0))
         if "bad_in_a_row" in progress:
             self._bad_in_a_row = int(progress["bad_in_a_row"])
         if self.family_weights is not None and progress.get("family_weights") is not None:

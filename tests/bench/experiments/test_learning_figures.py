@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from bench.experiments.common import GROUPED, METHODS
+from bench.experiments.common import GROUPED, METHODS, algorithm_of, method_settings
 from bench.experiments.learning import (
     LRS,
     best_lr,
@@ -26,13 +26,18 @@ def step(n: int, success: float, **more) -> dict:
 
 
 def test_the_methods_and_the_sweep_are_fixed_here():
-    assert list(METHODS) == ["sao", "ppo", "grpo", "grpo_mask", "dr_grpo", "dapo"]
-    assert {"grpo", "grpo_mask", "dr_grpo", "dapo"} == GROUPED
+    assert list(METHODS) == ["sao", "ppo", "grpo", "grpo_mask", "dr_grpo", "dapo", "grpo_pos"]
+    assert {"grpo", "grpo_mask", "dr_grpo", "dapo", "grpo_pos"} == GROUPED
+    assert method_settings("grpo_pos", 8) == [
+        "algorithm.name=grpo", "algorithm.positive_advantages_only=true", "algorithm.group_size=2",
+        "orchestrator.episodes_per_step=4", "algorithm.loss_aggregation=null",
+    ]  # fmt: skip
     from trainer.config import load_config
 
     recipe = load_config("configs/train_swe.yaml").learner.lr
     assert (recipe / 2, recipe, recipe * 2) == LRS  # half, once and twice the recipe's learner.lr
-    assert all(f"algorithm.name={name}" in settings for name, settings in METHODS.items())
+    assert all(f"algorithm.name={algorithm_of(name)}" in settings for name, settings in METHODS.items())
+    assert [algorithm_of(name) for name in METHODS if name != "grpo_pos"] == [n for n in METHODS if n != "grpo_pos"]
 
 
 def test_best_lr_is_the_highest_training_success_and_the_smaller_lr_on_ties():
@@ -58,10 +63,22 @@ def test_run_figures_from_metrics_and_summary():
         "eval_before": 0.25,
         "eval_after": 0.5,
         "masked_fraction": 0.02,  # per step 0.01, 0.03, 0, 0.04
+        "no_signal_steps": None,  # records from before the learner counted them
+        "value_mean": None,
+        "value_std": None,
+        "explained_variance": None,
         "fails": "—",
     }
-    # No mask (a clipped loss), no evaluation.
-    figures = run_figures([step(1, 0.0), step(2, 1.0), step(3, 1.0)], {})
+    # No mask (a clipped loss), no evaluation; no-signal steps counted; a critic's statistics.
+    critic = [
+        step(1, 0.0, skipped_no_signal=0, value_mean=0.0, value_std=0.0, return_mean=0.5),
+        step(2, 1.0, skipped_no_signal=1, value_mean=0.1, value_std=0.2, explained_variance=-0.5),
+        step(3, 1.0, skipped_no_signal=3, value_mean=0.3, value_std=0.4, explained_variance=0.25),
+    ]
+    figures = run_figures(critic, {})
+    assert figures["no_signal_steps"] == 3
+    # The last third (one step of three); a step whose returns did not vary has no EV.
+    assert (figures["value_mean"], figures["value_std"], figures["explained_variance"]) == (0.3, 0.4, 0.25)
     assert figures["masked_fraction"] is None and figures["eval_before"] is None and figures["eval_after"] is None
     assert (figures["first_success"], figures["final_success"]) == (0.0, 1.0)
 
@@ -82,9 +99,9 @@ def test_diagnose_names_each_failure():
     assert diagnose(both) == "collapsed: training success 0 for the last 6 steps; non-finite steps skipped: 1"
 
 
-def run(seed: int, first: float, final: float, before, after, masked=None, fails="—") -> dict:
+def run(seed: int, first: float, final: float, before, after, masked=None, fails="—", **more) -> dict:
     return {"seed": seed, "first_success": first, "final_success": final, "eval_before": before,
-            "eval_after": after, "masked_fraction": masked, "fails": fails}  # fmt: skip
+            "eval_after": after, "masked_fraction": masked, "fails": fails, **more}  # fmt: skip
 
 
 def test_method_figures_over_seeds():
@@ -104,16 +121,22 @@ def test_method_figures_over_seeds():
         "first_success": 0.3333,
         "final_success": 0.5,
         "masked_fraction": 0.02,
+        "no_signal_steps": None,
+        "value_mean": None,
+        "value_std": None,
+        "explained_variance": None,
         "fails": "s2: collapsed: training success 0 for the last 6 steps; training success fell 0.50 -> 0.25",
     }
-    plain = method_figures("ppo", {5e-4: 0.5}, [run(0, 0.0, 0.5, None, None)])
+    critic = {"value_mean": 0.01, "value_std": 0.02, "explained_variance": -0.1, "no_signal_steps": 0}
+    plain = method_figures("ppo", {5e-4: 0.5}, [run(0, 0.0, 0.5, None, None, **critic)])
     assert plain["eval_rise_mean"] is None and plain["eval_rise_std"] is None and plain["masked_fraction"] is None
+    assert {key: plain[key] for key in critic} == critic
     table = markdown([figures, plain]).splitlines()
     assert table[2] == (
         "| grpo_mask | 0.00025 | 0.00025: 0.50, 0.0005: 0.50, 0.001: 0.25 | +0.250 ± 0.204 | 0.33 → 0.50 | 2.00% "
-        "| s2: collapsed: training success 0 for the last 6 steps; training success fell 0.50 -> 0.25 |"
+        "| — | — | s2: collapsed: training success 0 for the last 6 steps; training success fell 0.50 -> 0.25 |"
     )
-    assert table[3] == "| ppo | 0.0005 | 0.0005: 0.50 | — | 0.00 → 0.50 | — | — |"
+    assert table[3] == "| ppo | 0.0005 | 0.0005: 0.50 | — | 0.00 → 0.50 | — | 0 | 0.010 / 0.020 / -0.100 | — |"
 
 
 class FakeRunner:

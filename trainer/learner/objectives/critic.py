@@ -12,7 +12,11 @@ Every episode here ends with a graded submission, so the value after the last ac
 (no bootstrap) whether the agent finished or a limit cut it short.
 
 The objective returns the critic's loss (`critic_loss`); the learner runs its K updates, as
-it runs the policy's, and reports the last one's loss as `value_loss`.
+it runs the policy's, and reports the last one's loss as `value_loss`. Each step also
+reports what the critic knew before it (`value_statistics`, issue #39): the mean and spread
+of its values over policy tokens, the returns' mean, and the explained variance of the
+returns (1: the values predict them; 0: no better than their mean; below 0: worse). A critic
+that outputs about 0 everywhere turns GAE into the reward itself, REINFORCE without a baseline.
 """
 
 from __future__ import annotations
@@ -78,6 +82,33 @@ def gae_targets(
     return advantages, returns
 
 
+def value_statistics(targets: list[CriticTarget], masks: list[torch.Tensor]) -> dict[str, float]:
+    """`value_mean`, `value_std` (population), `return_mean` and `explained_variance`
+    (1 - Var(returns - values) / Var(returns), left out when the returns do not vary) over
+    the policy tokens of every micro-batch on every rank; {} without a policy token."""
+    sums = dict.fromkeys(("n", "v", "v2", "r", "r2", "e", "e2"), 0.0)
+    for target, mask in zip(targets, masks, strict=True):
+        keep = mask.bool()
+        values, returns = target.old_values[keep].double(), target.returns[keep].double()
+        errors = returns - values
+        for key, x in (("v", values), ("r", returns), ("e", errors)):
+            sums[key] += float(x.sum())
+            sums[key + "2"] += float((x * x).sum())
+        sums["n"] += float(keep.sum())
+    sums = {key: distributed.all_reduce(value) for key, value in sums.items()}
+    n = sums["n"]
+    if n == 0:
+        return {}
+
+    def variance(key: str) -> float:
+        return max(sums[key + "2"] / n - (sums[key] / n) ** 2, 0.0)
+
+    metrics = {"value_mean": sums["v"] / n, "value_std": variance("v") ** 0.5, "return_mean": sums["r"] / n}
+    if variance("r") > 0:
+        metrics["explained_variance"] = 1.0 - variance("e") / variance("r")
+    return metrics
+
+
 class CriticObjective(PolicyGradientObjective):
     """GAE advantages from a separate `ValueModel`, then K critic updates after the policy's."""
 
@@ -93,7 +124,9 @@ class CriticObjective(PolicyGradientObjective):
 
     def targets(self, models: Models, selection: Selection, batch: PreparedBatch) -> StepTargets:
         # Empty micro-batches run the critic too: under FSDP every forward is a collective.
-        return StepTargets([self.micro_targets(models, micro) for micro in batch.micro_batches])
+        micro = [self.micro_targets(models, m) for m in batch.micro_batches]
+        masks = [m.tensors["policy_mask"] for m in batch.micro_batches]
+        return StepTargets(micro, value_statistics(micro, masks))
 
     def micro_targets(self, models: Models, micro: MicroBatch) -> CriticTarget:
         """Values (no grad), then GAE advantages and returns for one micro-batch."""
