@@ -5,6 +5,7 @@ import logging
 
 import pytest
 import torch
+import yaml
 
 from evals.config import EvalConfig
 from evals.swe import evaluate
@@ -41,13 +42,14 @@ def test_train_then_evaluate_the_checkpoint(tmp_path, ray_cluster):
         # would be the grader paying for no fix.
         assert (record["success_rate"], record["reward_mean"]) == (0.0, 0.0) and record["policy_tokens"] > 0
         # Zero rewards and a value head that starts at exactly 0 (`ValueModel`): every return,
-        # value and advantage is 0, so both losses are exactly 0, even after pre-training.
+        # value and advantage is 0, so both losses are exactly 0, even after pre-training, and
+        # no step has a signal: none is applied (issue #39), so nothing moves.
         assert (record["policy_loss"], record["value_loss"], record["grad_norm"]) == (0.0, 0.0, 0.0)
     assert (run_dir / "metrics.png").stat().st_size > 0
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     checkpoint = run_dir / "checkpoints" / "step_000002"
     state = json.loads((checkpoint / "state.json").read_text())
-    assert (state["version"], state["skipped_steps"], state["step"]) == (2, 0, 2)
+    assert (state["version"], state["skipped_no_signal"], state["skipped_steps"], state["step"]) == (0, 2, 0, 2)
     assert len(sum(state["schedule"]["consumed"], [])) == 4
 
     from tasks import builtin_tasks
@@ -82,7 +84,8 @@ def test_train_then_evaluate_the_checkpoint(tmp_path, ray_cluster):
     )
     train(resumed)
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in records] == [1, 2, 3] and records[-1]["version"] == 3
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert records[-1]["version"] + records[-1]["skipped_no_signal"] == 3  # the counts carried over
 
 
 @needs_bwrap
@@ -94,8 +97,14 @@ def test_group_algorithm_with_value_free_learner_runs(tmp_path, ray_cluster):
     )  # fmt: skip
     run_dir = train(config)
     record = json.loads((run_dir / "metrics.jsonl").read_text())
-    assert record["episodes"] == 2 and record["version"] == 1 and record["skipped_steps"] == 0
+    assert record["episodes"] == 2 and record["skipped_steps"] == 0
+    # A group of equal rewards teaches nothing: the step is skipped, not applied (issue #39).
+    assert record["version"] == 1 - record["skipped_no_signal"]
     assert record["value_loss"] == 0.0  # no critic: nothing regressed
+    # The run records the config that ran: GRPO's own aggregation and clip, resolved.
+    ran = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert ran["algorithm"]["loss_aggregation"] == "sequence_mean" and ran["algorithm"]["clip_high"] == 0.2
+    assert load_config(run_dir / "config.yaml") == config  # resolved already: loading it again changes nothing
 
 
 @needs_bwrap
@@ -229,7 +238,8 @@ def test_tree_rollouts_train_with_sao_and_grpo(tmp_path, ray_cluster, algorithm,
          "rollout.tree.expand_every=1", f"rollout.tree.scorer={scorer}"],
     )  # fmt: skip
     record = json.loads((train(config) / "metrics.jsonl").read_text())
-    assert record["episodes"] == 4 and record["version"] == 1  # 2 trees x 2 branches, one group
+    assert record["episodes"] == 4  # 2 trees x 2 branches, one group
+    assert record["version"] + record["skipped_no_signal"] == 1  # applied, or no signal in it
     assert record["model_tokens"] < record["tokens"]  # tree rollouts train tree-packed: prefixes once
 
 
@@ -255,7 +265,8 @@ def test_warm_start_on_gold_trajectories_lowers_their_loss(tmp_path, ray_cluster
     assert "warm start on 1 gold trajectories (1 resolved)" in out
     before, after = (float(x) for x in out.split("loss ")[1].split(" in ")[0].split(" -> "))
     assert after < before
-    assert record["version"] == 2  # the warm start published version 1, RL's first step version 2
+    # The warm start published version 1, RL's first step version 2 (unless it had no signal).
+    assert record["version"] + record["skipped_no_signal"] == 2
     # P(the gold actions) after the update, recomputed here from the final checkpoint's export.
     from trainer.build import sandbox_factory
     from trainer.inference.models import load_policy

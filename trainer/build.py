@@ -30,15 +30,12 @@ def build_learner(config: TrainConfig, *, mesh=None):
     policy = load_policy(config.model.name, seed=config.run.seed)
     critic = ValueModel.from_policy(policy) if spec.critic == "separate" else None
     value_ids = reserve_value_tokens(policy, tokenizer) if spec.critic == "shared" else None
-    optim = config.learner
-    if optim.tree_packing is None:  # PATR's trees share prefixes: train them packed
-        optim = optim.model_copy(update={"tree_packing": config.rollout.kind == "tree"})
     learner = Learner(
         policy,
         critic,
         pad_id=tokenizer.pad_token_id,
         algorithm=config.algorithm,
-        optim=optim,
+        optim=config.learner,
         temperature=config.rollout.temperature,
         value_token_ids=value_ids,
         mesh=mesh,

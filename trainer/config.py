@@ -25,10 +25,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_env.limits import limit_field
-from sandboxes.yaml_files import ConfigError
+from sandboxes.yaml_files import ConfigError  # noqa: F401  (re-exported: the error `load_config` raises)
 from sandboxes.yaml_files import leaf_fields as _leaf_fields
 from sandboxes.yaml_files import load_config as load_sections
-from trainer.algorithms.registry import ALGORITHMS, get_algorithm
+from trainer.algorithms.registry import ALGORITHMS
+from trainer.resolve import check, resolve
 
 
 class _Section(BaseModel):
@@ -125,11 +126,14 @@ class RolloutConfig(_Section):
     reinforces the garbage: in a measured multi-turn run 42 of 61 resolved episodes ended
     that way, and sampled entropy and format errors rose step by step. The multi-turn
     recipe sets 0. `resolved` (and every success rate and evaluation) still reports the grade."""
+    prefix_cache: bool = True
+    """The hf engine keeps each episode's KV cache between its turns, so a turn decodes only
+    its new tokens. Resolved off in runs that must be bitwise reproducible
+    (`orchestrator.deterministic`, sync mode: `trainer.resolve`)."""
     batch_turns: bool = True
     """A worker batches the turns its concurrent episodes ask for while its engine is busy
     (the hf engine: one decode for all, each from its cached prefix with its own seed;
-    `python -m bench.perf.rollout`). Off in runs that must be bitwise reproducible
-    (`orchestrator.deterministic`, sync mode), whatever this says."""
+    `python -m bench.perf.rollout`). Resolved on only with `prefix_cache` and the hf engine."""
     temperature: float = Field(default=1.0, gt=0)
     """Sampling temperature; the learner scores tokens at the same temperature."""
     tree: TreeConfig = Field(default_factory=TreeConfig)
@@ -196,16 +200,16 @@ class AlgorithmConfig(_Section):
     eps_high: float = Field(default=3.0, gt=0)
     """SAO mask: tokens with ratio >= 1 + eps_high are dropped (coding: 3.0)."""
     clip_low: float | None = Field(default=None, gt=0)
-    """PPO-family lower clip (default: the algorithm's own, 0.2)."""
+    """PPO-family lower clip (unset: resolved to the algorithm's own, 0.2)."""
     clip_high: float | None = Field(default=None, gt=0)
-    """PPO-family upper clip (default: the algorithm's own; DAPO 0.28)."""
+    """PPO-family upper clip (unset: resolved to the algorithm's own; DAPO 0.28)."""
     loss_aggregation: Literal["token_mean", "sequence_mean", "sequence_sum_norm"] | None = None
-    """How token losses are averaged over the batch (default: the algorithm's own)."""
+    """How token losses are averaged over the batch (unset: resolved to the algorithm's own)."""
     gamma: float = Field(default=1.0, gt=0, le=1)
     """Discount per policy token (SAPO: per turn)."""
     gae_lambda: float | None = Field(default=None, ge=0, le=1)
-    """Fixed policy GAE lambda (PPO: 0.95; SAPO: 0.95 when unset); None uses SAO's
-    length-adaptive lambda."""
+    """Fixed policy GAE lambda (`bench.experiments` runs PPO at 0.95; unset under SAPO:
+    resolved to 0.95); None uses SAO's length-adaptive lambda."""
     lambda_alpha: float = Field(default=1.5, gt=0)
     """Length-adaptive GAE for the policy: lambda = 1 - 1/(alpha * length)."""
     critic_lambda: float = Field(default=1.0, ge=0, le=1)
@@ -252,14 +256,14 @@ class LearnerConfig(_Section):
     token_budget: int = Field(default=16384, gt=0)
     """Padded tokens per micro-batch (longest x count); gradients accumulate over them. With
     `tree_packing`, packed tokens per micro-batch (each distinct prefix counted once)."""
-    tree_packing: bool | None = None
+    tree_packing: bool = False
     """Tree training: compute each shared prefix of a micro-batch once (PATR's trees, and the
     prompt every episode of a task shares), packing its sequences into one row with an
     ancestor attention mask (`trainer.learner.tree`); the losses are the flat ones (to 1e-5).
     Fewer tokens through the model, but a dense [packed x packed] attention mask: a gain when
     sequences share long prefixes (`python -m bench.perf.tree`: PATR trees 1.8x faster per step
-    on the tiny model, independent episodes 0.94x). None: on exactly when `rollout.kind` is
-    `tree`."""
+    on the tiny model, independent episodes 0.94x). Unless set, resolved on exactly when
+    `rollout.kind` is `tree`."""
     max_bad_steps: int = Field(default=3, gt=0)
     """Steps in a row with a non-finite loss or gradient norm before training stops (each
     such step is skipped and counted)."""
@@ -289,7 +293,8 @@ class OrchestratorConfig(_Section):
     """Groups (tasks) per learner step; each has `algorithm.group_size` rollouts (SAO: one)."""
     max_staleness: int = Field(default=1, ge=0)
     """Async: the most policy versions a consumed trajectory's oldest token may lag behind
-    the learner; older ones are dropped and counted."""
+    the learner; older ones are dropped and counted. Resolved to 0 under `mode: sync` and
+    `multiplex: colocated`."""
     staleness_policy: Literal["wait", "drop"] = "wait"
     """Async: `wait` holds new episodes back while they could exceed `max_staleness`
     (counted as admission waits); `drop` never holds generation back and only drops."""
@@ -376,61 +381,11 @@ def leaf_fields(model: type[BaseModel] = TrainConfig, prefix: str = ""):
     return _leaf_fields(model, prefix)
 
 
-def _check(config: TrainConfig, where: str) -> TrainConfig:
-    """Rules between sections, which no single field can state."""
-    spec = get_algorithm(config.algorithm.name)
-    if spec.advantages != "gae" and spec.critic != "shared" and config.algorithm.group_size < 2:
-        raise ConfigError(
-            f"{where}: field 'algorithm.group_size': {config.algorithm.name} compares rollouts of a task, needs >= 2"
-        )
-    if config.rollout.kind == "tree" and config.rollout.tree.scorer == "value" and spec.critic != "separate":
-        raise ConfigError(
-            f"{where}: field 'rollout.tree.scorer': 'value' scores branches with the critic; "
-            f"{config.algorithm.name} has none (use rollout.tree.scorer=heuristic or judge)"
-        )
-    if config.algorithm.allocation == "vigor":
-        _check_vigor(config, spec, where)
-    if config.orchestrator.multiplex != "static":
-        _check_multiplex(config, where)
-    if config.orchestrator.mode == "sync" and config.orchestrator.deterministic:
-        raise ConfigError(
-            f"{where}: field 'orchestrator.deterministic': applies to mode=async (sync is deterministic already)"
-        )
-    return config
-
-
-def _check_multiplex(config: TrainConfig, where: str) -> None:
-    orchestration = config.orchestrator
-    field = f"{where}: field 'orchestrator.multiplex': {orchestration.multiplex}"
-    if orchestration.mode != "async" or orchestration.deterministic:
-        raise ConfigError(f"{field} moves units while episodes stream; needs orchestrator.mode=async, not "
-                          "sync nor deterministic (their batches are fixed in advance)")  # fmt: skip
-    if config.placement.learner_gpus != config.placement.worker_gpus:
-        raise ConfigError(f"{field} lends units between the pools; placement.learner_gpus and "
-                          "placement.worker_gpus must be equal (a unit is the same device in either role)")  # fmt: skip
-
-
-def _check_vigor(config: TrainConfig, spec, where: str) -> None:
-    algorithm = config.algorithm
-    if spec.objective != "group":
-        raise ConfigError(
-            f"{where}: field 'algorithm.allocation': vigor spreads a group method's rollouts over its prompts; "
-            f"{algorithm.name} is not one (use grpo, dr_grpo, dapo or grpo_mask)"
-        )
-    if algorithm.group_size < algorithm.vigor.m0:
-        raise ConfigError(
-            f"{where}: field 'algorithm.vigor.m0': vigor's first round gives every prompt m0={algorithm.vigor.m0} "
-            f"rollouts, more than the budget of algorithm.group_size={algorithm.group_size} per prompt"
-        )
-    if config.rollout.kind == "tree":
-        raise ConfigError(
-            f"{where}: field 'algorithm.allocation': vigor needs rollout.kind=linear (a tree's number of "
-            "branches is known only once it is played, so a budget of trajectories could not be spent exactly)"
-        )
-
-
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
     """Load `path` (YAML, sections as in `TrainConfig`) and apply `section.field=value`
     overrides (values parsed as YAML), the same way evaluations read theirs
-    (`sandboxes.yaml_files.load_config`)."""
-    return load_sections(TrainConfig, path, overrides, command="python -m trainer.train", check=_check)
+    (`sandboxes.yaml_files.load_config`); then check the rules between sections and resolve
+    every derived value (`trainer.resolve`): the config returned is the one that runs."""
+    return load_sections(
+        TrainConfig, path, overrides, command="python -m trainer.train", check=lambda c, w: resolve(check(c, w))
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 from tasks import TaskError
 from trainer.config import ConfigError, TrainConfig, leaf_fields, load_config
 from trainer.inference.manifest import ManifestError
+from trainer.resolve import DERIVED
 
 
 def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
@@ -46,11 +47,13 @@ def usage() -> str:
         "",
         "example: python -m trainer.train configs/train_swe.yaml run.steps=20 learner.lr=3e-4",
         "",
-        "fields (default, meaning):",
+        "fields (default, meaning; [derived: ...] marks a value trainer.resolve settles from others,",
+        "and the run's config.yaml records the settled value):",
     ]
     for name, field in leaf_fields():
         meaning = " ".join((field.description or "").split())
-        lines.append(f"  {name}={field.get_default(call_default_factory=True)!r}  {meaning}")
+        derived = f" [derived: {DERIVED[name]}]" if name in DERIVED else ""
+        lines.append(f"  {name}={field.get_default(call_default_factory=True)!r}  {meaning}{derived}")
     return "\n".join(lines)
 
 

@@ -29,6 +29,7 @@ from trainer.inference.models import ValueModel, load_policy
 from trainer.inference.trajectory import Trajectory
 from trainer.learner import Learner, token_logprobs
 from trainer.learner.batching import padded_batch
+from trainer.resolve import resolve_algorithm
 
 ROUNDS = 12
 
@@ -112,7 +113,9 @@ def gpu_main(args) -> None:
     critic = ValueModel.from_policy(policy)
     mesh = distributed.init_from_env() if "WORLD_SIZE" in os.environ else None
     optim = LearnerConfig(lr=1e-6, token_budget=16384, bf16=mesh is not None)
-    learner = Learner(policy.cuda(), critic.cuda(), pad_id=0, algorithm=AlgorithmConfig(), optim=optim, mesh=mesh)
+    learner = Learner(
+        policy.cuda(), critic.cuda(), pad_id=0, algorithm=resolve_algorithm(AlgorithmConfig()), optim=optim, mesh=mesh
+    )
     trajectories = episodes(count=16, turns=4, action_tokens=128, observation_tokens=128)
     tokens = sum(len(t) for t in trajectories)
     parameters = sum(p.numel() for p in policy.parameters())
@@ -179,7 +182,7 @@ def main() -> None:
 
     policy, critic = make_models()
     optim = LearnerConfig(lr=1e-4, critic_lr=1e-4, token_budget=1 << 20)
-    learner = Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(), optim=optim)
+    learner = Learner(policy, critic, pad_id=0, algorithm=resolve_algorithm(AlgorithmConfig()), optim=optim)
     base_policy, base_critic = make_models()
     base_policy_opt = torch.optim.AdamW(base_policy.parameters(), lr=1e-4)
     base_critic_opt = torch.optim.AdamW(base_critic.parameters(), lr=1e-4)

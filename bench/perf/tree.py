@@ -27,6 +27,7 @@ from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.engines.hf import HFEngine
 from trainer.inference.models import ValueModel, load_policy, load_tokenizer
 from trainer.inference.rollout import ChatFormat, HeuristicScorer, run_episode, run_tree
+from trainer.resolve import resolve_algorithm
 
 TASKS = 4
 BRANCHES = 4
@@ -41,7 +42,13 @@ def make_learner(tree: bool):
 
     policy = load_policy("tiny", seed=0)
     optim = LearnerConfig(lr=1e-4, critic_lr=1e-4, tree_packing=tree)
-    return Learner(policy, ValueModel.from_policy(policy), pad_id=0, algorithm=AlgorithmConfig(name="sao"), optim=optim)
+    return Learner(
+        policy,
+        ValueModel.from_policy(policy),
+        pad_id=0,
+        algorithm=resolve_algorithm(AlgorithmConfig(name="sao")),
+        optim=optim,
+    )
 
 
 def learner_figures(name: str, trajectories: list) -> dict[str, float]:

@@ -82,11 +82,11 @@ def test_vllm_sleeps_and_wakes_with_the_learners_weights(engine):
 def test_fsdp2_nccl_and_bf16_on_one_gpu(tmp_path):
     code = (
         "import torch; from trainer import distributed; from trainer.learner import Learner; "
-        "from trainer.config import AlgorithmConfig, LearnerConfig; "
+        "from trainer.config import AlgorithmConfig, LearnerConfig; from trainer.resolve import resolve_algorithm; "
         "from trainer.inference.models import ValueModel, load_policy; from tests.trainer.fsdp_worker import fixed_batch; "
         "mesh = distributed.init_from_env(); p = load_policy('tiny', seed=0); "
         "optim = LearnerConfig(bf16=True, lr=1e-3); "
-        "l = Learner(p, ValueModel.from_policy(p), pad_id=0, algorithm=AlgorithmConfig(), optim=optim, mesh=mesh); "
+        "l = Learner(p, ValueModel.from_policy(p), pad_id=0, algorithm=resolve_algorithm(AlgorithmConfig()), optim=optim, mesh=mesh); "
         "m = l.step(fixed_batch()).metrics; assert m['version'] == 1 and m['policy_tokens'] > 0, m; print('ok', m); "
         "distributed.exit_rank()"
     )

@@ -14,6 +14,7 @@ from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel, load_policy
 from trainer.inference.trajectory import Trajectory
 from trainer.learner import Learner, token_logprobs
+from trainer.resolve import resolve_algorithm
 
 LENGTHS = [(9, 5, 3, 4), (6, 7, 2, 6), (12, 3, 4, 2), (5, 4, 3, 5), (8, 6, 2, 3)]
 REWARDS = [1.0, 0.0, 1.0, 1.0, 0.0]
@@ -46,7 +47,9 @@ def make_learner(mesh=None, tree: bool = False) -> Learner:
     # A small token budget forces several micro-batches, and unequal counts across ranks
     # (tree-packed: room for two or three of the PATR batch's episodes, ~45 tokens each).
     optim = LearnerConfig(lr=1e-3, critic_lr=1e-3, token_budget=100 if tree else 40, tree_packing=tree)
-    return Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(name="sao"), optim=optim, mesh=mesh)
+    return Learner(
+        policy, critic, pad_id=0, algorithm=resolve_algorithm(AlgorithmConfig(name="sao")), optim=optim, mesh=mesh
+    )
 
 
 def main(out: Path, tree: bool) -> None:

@@ -16,11 +16,12 @@ from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig, load_con
 from trainer.inference.models import ValueModel, load_policy
 from trainer.learner import Learner
 from trainer.learner.advantages import weigh_families
+from trainer.resolve import resolve_algorithm
 
 
 def se_rl_learner(seed: int = 0, **rule) -> Learner:
     policy = load_policy("tiny", seed=seed)
-    algorithm = AlgorithmConfig(name="sao", family_weights="se_rl", se_rl=rule)
+    algorithm = resolve_algorithm(AlgorithmConfig(name="sao", family_weights="se_rl", se_rl=rule))
     return Learner(
         policy,
         ValueModel.from_policy(policy),

@@ -6,11 +6,18 @@ from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel, load_policy, reserve_value_tokens
 from trainer.inference.trajectory import Trajectory
 from trainer.learner import CheckpointError, Learner, NonFiniteError, token_logprobs
+from trainer.resolve import resolve_algorithm
 
 
 def make_learner(policy, critic, algorithm: str = "sao", **optim) -> Learner:
     """A learner with `algorithm`'s defaults and `optim` as `LearnerConfig` fields."""
-    return Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(name=algorithm), optim=LearnerConfig(**optim))
+    return Learner(
+        policy,
+        critic,
+        pad_id=0,
+        algorithm=resolve_algorithm(AlgorithmConfig(name=algorithm)),
+        optim=LearnerConfig(**optim),
+    )
 
 
 def make_trajectory(policy, reward: float, seed: int) -> Trajectory:
@@ -271,7 +278,7 @@ def test_warm_start_restarts_the_critic_from_the_fine_tuned_policy(learner):
 def test_sequence_sum_norm_aggregation_trains_every_loss(algorithm):
     """Dr.GRPO's aggregation with a critic's loss: the learner passes the batch's horizon."""
     policy = load_policy("tiny", seed=0)
-    config = AlgorithmConfig(name=algorithm, loss_aggregation="sequence_sum_norm")
+    config = resolve_algorithm(AlgorithmConfig(name=algorithm, loss_aggregation="sequence_sum_norm"))
     learner = Learner(policy, ValueModel.from_policy(policy), pad_id=0, algorithm=config, optim=LearnerConfig(lr=1e-3))
     metrics = learner.step([make_trajectory(policy, r, s) for s, r in enumerate([1.0, 0.0])]).metrics
     assert metrics["version"] == 1 and torch.isfinite(torch.tensor(metrics["policy_loss"]))

@@ -20,6 +20,7 @@ from trainer.inference.models import ValueModel, load_policy
 from trainer.learner import Learner
 from trainer.learner.objectives import CriticTarget
 from trainer.learner.objectives.critic import value_statistics
+from trainer.resolve import resolve_algorithm
 
 
 def group(policy, rewards: list[float], seeds, group_id: str = "g") -> list:
@@ -128,7 +129,7 @@ def test_positive_advantages_only_zeroes_the_negative_ones():
             policy,
             None,
             pad_id=0,
-            algorithm=AlgorithmConfig(name="grpo", positive_advantages_only=positive),
+            algorithm=resolve_algorithm(AlgorithmConfig(name="grpo", positive_advantages_only=positive)),
             optim=LearnerConfig(lr=1e-3),
         )
         runs[positive] = learner.step(group(policy, rewards, range(4))).advantages
@@ -144,7 +145,7 @@ def test_positive_advantages_only_on_failures_alone_is_no_signal():
         policy,
         None,
         pad_id=0,
-        algorithm=AlgorithmConfig(name="grpo", positive_advantages_only=True),
+        algorithm=resolve_algorithm(AlgorithmConfig(name="grpo", positive_advantages_only=True)),
         optim=LearnerConfig(lr=1e-3),
     )
     learner.step(group(policy, [1.0, 0.0], range(2)))

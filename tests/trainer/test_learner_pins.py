@@ -22,6 +22,7 @@ from tests.trainer.test_learner import make_trajectory
 from trainer.config import AlgorithmConfig, LearnerConfig
 from trainer.inference.models import ValueModel, load_policy, reserve_value_tokens
 from trainer.learner import Learner
+from trainer.resolve import resolve_algorithm
 
 REL = 1e-6
 
@@ -330,7 +331,7 @@ def build(algorithm: str = "sao", seed: int = 0, token_budget: int = 48) -> Lear
     if algorithm == "sapo":
         reserve_value_tokens(policy)
     optim = LearnerConfig(lr=1e-3, critic_lr=1e-3, token_budget=token_budget)
-    return Learner(policy, critic, pad_id=0, algorithm=AlgorithmConfig(name=algorithm), optim=optim)
+    return Learner(policy, critic, pad_id=0, algorithm=resolve_algorithm(AlgorithmConfig(name=algorithm)), optim=optim)
 
 
 def batch(rewards: list[float], seeds: range) -> list:

@@ -12,12 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from tests.agent_env.clocked import Clock
-from trainer.config import OrchestratorConfig
+from trainer.config import OrchestratorConfig, TrainConfig
 from trainer.inference.trajectory import Trajectory
 from trainer.orchestrator.multiplex import LEARNER, ROLLOUT, Switch, colocated
 from trainer.orchestrator.multiplex.units import Units
 from trainer.orchestrator.multiplexing import Multiplex
 from trainer.orchestrator.schedule import Batch, EpisodeResult, Schedule, TaskPicker
+from trainer.resolve import resolve
 
 
 class _Call:
@@ -82,6 +83,7 @@ def _loop(policy: str = "bidirectional", rollout: int = 2, learner: int = 2) -> 
     clock = multiplexing.time.monotonic
     config = OrchestratorConfig(multiplex=policy, rollout_workers=rollout, multiplex_profile_steps=0,
                                 multiplex_window_steps=2, episodes_per_step=2)  # fmt: skip
+    config = resolve(TrainConfig(orchestrator=config)).orchestrator  # colocated: max_staleness 0
     group = _Learner(learner, log, clock)
 
     def wait(refs, num_returns, timeout):
@@ -92,7 +94,8 @@ def _loop(policy: str = "bidirectional", rollout: int = 2, learner: int = 2) -> 
     loop = _Loop(
         config=config, ray=ray, learner=group,
         workers=[_Worker(i, log) for i in range(rollout + learner)],
-        schedule=Schedule(TaskPicker([("a", "f")], seed=0), groups_per_batch=2, gated=False, max_staleness=1),
+        schedule=Schedule(TaskPicker([("a", "f")], seed=0), groups_per_batch=2, gated=False,
+                          max_staleness=config.max_staleness),
         running={}, learner_ref=None, version=7, weights_ref="weights@7", held_slots=0, episodes={},
     )  # fmt: skip
     loop.mux = Multiplex(loop)
@@ -175,7 +178,7 @@ def test_a_unit_returned_to_rollout_leaves_at_a_step_boundary_and_wakes_with_the
 def test_colocated_time_shares_every_unit_and_parks_the_learner_on_one_rank():
     loop, log = _loop("colocated", rollout=2, learner=1)
     mux = loop.mux
-    assert loop.schedule.max_staleness == 0  # synchronous batches
+    assert loop.schedule.max_staleness == 0  # synchronous batches (the resolved config's)
     mux.tick()  # no batch ready: every unit generates; the learner is parked on one rank
     assert log == [("wake 2", 7, "weights@7")] and mux.units.open() == [0, 1, 2]
     assert not mux.may_step()  # the learner's rank is parked: no step on it

@@ -24,6 +24,7 @@ from trainer.inference.models import VALUE_TOKENS, ValueModel, load_policy, load
 from trainer.learner import CheckpointError, Learner, StepResult, token_logprobs
 from trainer.learner.batching import padded_batch
 from trainer.learner.objectives import turn_layout
+from trainer.resolve import resolve, resolve_algorithm
 
 CPU_DEMO = Path(__file__).parents[2] / "configs" / "train_swe.yaml"
 PLUS, MINUS = 2048, 2049  # the tiny vocabulary has 2048 rows; the two value rows follow
@@ -34,7 +35,7 @@ def sapo(mesh=None, lr: float = 1e-6, token_budget: int = 16384, **fields) -> tu
     rows reserved), with `fields` of `SAPOConfig`; and the tokenizer that names the rows."""
     tokenizer, policy = load_tokenizer("tiny"), load_policy("tiny", seed=0)
     ids = reserve_value_tokens(policy, tokenizer)
-    algorithm = AlgorithmConfig(name="sapo", sapo=SAPOConfig(**fields))
+    algorithm = resolve_algorithm(AlgorithmConfig(name="sapo", sapo=SAPOConfig(**fields)))
     optim = LearnerConfig(lr=lr, token_budget=token_budget)
     learner = Learner(
         policy, None, pad_id=tokenizer.pad_token_id, algorithm=algorithm, optim=optim, value_token_ids=ids, mesh=mesh
@@ -44,7 +45,13 @@ def sapo(mesh=None, lr: float = 1e-6, token_budget: int = 16384, **fields) -> tu
 
 def sao() -> Learner:
     policy = load_policy("tiny", seed=0)
-    return Learner(policy, ValueModel.from_policy(policy), pad_id=0, algorithm=AlgorithmConfig(), optim=LearnerConfig())
+    return Learner(
+        policy,
+        ValueModel.from_policy(policy),
+        pad_id=0,
+        algorithm=resolve_algorithm(AlgorithmConfig()),
+        optim=LearnerConfig(),
+    )
 
 
 def parameter_count(*modules) -> int:
@@ -63,7 +70,7 @@ def readouts(learner: Learner, trajectories) -> tuple[torch.Tensor, torch.Tensor
 
 
 def test_builder_reserves_two_rows_and_builds_no_critic():
-    learner, tokenizer = build_learner(TrainConfig(algorithm={"name": "sapo"}))
+    learner, tokenizer = build_learner(resolve(TrainConfig(algorithm={"name": "sapo"})))
     assert learner.critic is None and learner.critic_optimizer is None
     assert learner.value_token_ids == (PLUS, MINUS) == learner.banned
     assert tokenizer.convert_tokens_to_ids(list(VALUE_TOKENS)) == [PLUS, MINUS] and len(tokenizer) == 2050
@@ -72,7 +79,7 @@ def test_builder_reserves_two_rows_and_builds_no_critic():
     plain = load_policy("tiny", seed=0)
     hidden = plain.config.hidden_size
     assert parameter_count(learner.policy) - parameter_count(plain) == 2 * hidden
-    separate, _ = build_learner(TrainConfig(algorithm={"name": "sao"}))
+    separate, _ = build_learner(resolve(TrainConfig(algorithm={"name": "sao"})))
     assert parameter_count(separate.policy, separate.critic) >= 1.9 * parameter_count(plain)
     # The rows start identical: every value reads 0 until the value loss separates them.
     values, _ = readouts(learner, [make_trajectory(plain, 1.0, 0)])
@@ -314,14 +321,19 @@ def test_checkpoint_round_trip_without_a_critic(tmp_path):
         sao().load(path)
     other = load_policy("tiny", seed=0)
     elsewhere = Learner(
-        other, None, pad_id=0, algorithm=AlgorithmConfig(name="sapo"), optim=LearnerConfig(), value_token_ids=(7, 9)
+        other,
+        None,
+        pad_id=0,
+        algorithm=resolve_algorithm(AlgorithmConfig(name="sapo")),
+        optim=LearnerConfig(),
+        value_token_ids=(7, 9),
     )
     with pytest.raises(CheckpointError, match="tokens"):
         elsewhere.load(path)
 
 
 def test_sapo_needs_its_value_tokens_and_validates_them():
-    config = {"algorithm": AlgorithmConfig(name="sapo"), "optim": LearnerConfig()}
+    config = {"algorithm": resolve_algorithm(AlgorithmConfig(name="sapo")), "optim": LearnerConfig()}
     with pytest.raises(ValueError, match="reserve_value_tokens"):
         Learner(load_policy("tiny", seed=0), None, pad_id=0, **config)
     with pytest.raises(ValueError, match="below the vocabulary size 2048"):

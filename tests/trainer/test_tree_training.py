@@ -15,6 +15,7 @@ from trainer.learner import Learner, token_logprobs
 from trainer.learner.batching import pack_by_prefix, padded_batch, prefix_share, prepare
 from trainer.learner.logprobs import batch_logits, batch_logprobs, batch_values
 from trainer.learner.tree import ancestor_mask, build_prefix_tree, common_prefix, tree_tensors
+from trainer.resolve import resolve_algorithm
 
 
 def test_the_trie_packs_each_distinct_prefix_once_in_depth_first_order():
@@ -103,7 +104,7 @@ def learner(algorithm: str, tree: bool, token_budget: int = 16384) -> Learner:
         torch.manual_seed(1)
         torch.nn.init.normal_(critic.head.weight, std=0.1)
     optim = LearnerConfig(lr=1e-3, critic_lr=1e-3, token_budget=token_budget, tree_packing=tree)
-    config = AlgorithmConfig(name=algorithm, group_size=2 if algorithm in ("grpo", "dapo") else 1)
+    config = resolve_algorithm(AlgorithmConfig(name=algorithm, group_size=2 if algorithm in ("grpo", "dapo") else 1))
     return Learner(policy, critic, pad_id=0, algorithm=config, optim=optim, value_token_ids=value_ids)
 
 

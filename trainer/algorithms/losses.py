@@ -23,6 +23,7 @@ import torch
 
 from trainer.algorithms.group import dr_grpo_advantages, grpo_advantages
 from trainer.algorithms.ppo import decoupled_ppo_loss, ppo_clip_loss
+from trainer.algorithms.registry import LOSS_DEFAULTS
 from trainer.algorithms.sao import CODING_EPS, sao_policy_loss
 
 PolicyLoss = Callable[..., tuple[torch.Tensor, dict[str, float]]]
@@ -53,16 +54,11 @@ def sao_loss(
 
 POLICY_LOSSES: dict[str, PolicyLoss] = {
     "sao": sao_loss,
-    # GRPO (arXiv 2402.03300): symmetric clip, each sequence's token mean, then the batch mean.
-    "grpo": partial(ppo_clip_loss, clip_low=0.2, clip_high=0.2, aggregation="sequence_mean"),
-    # Dr.GRPO (arXiv 2503.20783): token sums over a constant horizon, no length normalisation.
-    "dr_grpo": partial(ppo_clip_loss, clip_low=0.2, clip_high=0.2, aggregation="sequence_sum_norm"),
-    # DAPO (arXiv 2503.14476): clip-higher and token-level normalisation.
-    "dapo": partial(ppo_clip_loss, clip_low=0.2, clip_high=0.28, aggregation="token_mean"),
-    # PPO with a separate critic: pair with GAE advantages and `clipped_value_loss`.
-    "ppo": partial(ppo_clip_loss, clip_low=0.2, clip_high=0.2, aggregation="token_mean"),
+    # GRPO, Dr.GRPO, DAPO: the PPO clip with each paper's clip range and aggregation
+    # (`LOSS_DEFAULTS`); PPO with a separate critic pairs it with GAE and `clipped_value_loss`.
+    **{name: partial(ppo_clip_loss, **LOSS_DEFAULTS[name]) for name in ("grpo", "dr_grpo", "dapo", "ppo")},
     # AReaL (arXiv 2505.24298): behaviour weight pi_prox/pi_behav times the clipped pi_theta/pi_prox.
-    "decoupled_ppo": partial(decoupled_ppo_loss, clip_low=0.2, clip_high=0.2, aggregation="token_mean"),
+    "decoupled_ppo": partial(decoupled_ppo_loss, **LOSS_DEFAULTS["decoupled_ppo"]),
 }
 
 LOSS_PARAMETERS: dict[str, tuple[str, ...]] = {
@@ -98,8 +94,3 @@ def get_advantage_estimator(name: str) -> AdvantageEstimator:
         return ADVANTAGE_ESTIMATORS[name]
     except KeyError:
         raise ValueError(f"unknown advantage estimator {name!r}; known: {sorted(ADVANTAGE_ESTIMATORS)}") from None
-
-
-def default_aggregation(policy_loss: str) -> str:
-    """The loss aggregation a policy loss's paper uses (its preset), `token_mean` if none."""
-    return getattr(get_policy_loss(policy_loss), "keywords", {}).get("aggregation", "token_mean")

@@ -34,6 +34,9 @@ class AlgorithmSpec:
     its rollout-time estimate) or SAO's `value_loss` (plain regression on the returns)."""
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal (`dynamic_sampling_mask`) before the update."""
+    gae_lambda: float | None = None
+    """The policy's GAE lambda when `algorithm.gae_lambda` is unset (SAPO: 0.95); None keeps
+    SAO's length-adaptive lambda."""
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {
@@ -53,8 +56,24 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
     "decoupled_ppo": AlgorithmSpec("decoupled_ppo", "gae", "separate", "critic", value_loss="clipped"),
     # SAPO (arXiv 2608.19842): PPO's clipped surrogate plus value, Q, KL and entropy terms
     # (`sapo.sapo_loss_terms`), read from one model through two reserved vocabulary tokens.
-    "sapo": AlgorithmSpec("ppo", "turn_gae", "shared", "sapo"),
+    "sapo": AlgorithmSpec("ppo", "turn_gae", "shared", "sapo", gae_lambda=0.95),
 }
+
+LOSS_DEFAULTS: dict[str, dict[str, float | str]] = {
+    "sao": {"aggregation": "token_mean"},
+    # GRPO (arXiv 2402.03300): symmetric clip, each sequence's token mean, then the batch mean.
+    "grpo": {"clip_low": 0.2, "clip_high": 0.2, "aggregation": "sequence_mean"},
+    # Dr.GRPO (arXiv 2503.20783): token sums over a constant horizon, no length normalisation.
+    "dr_grpo": {"clip_low": 0.2, "clip_high": 0.2, "aggregation": "sequence_sum_norm"},
+    # DAPO (arXiv 2503.14476): clip-higher and token-level normalisation.
+    "dapo": {"clip_low": 0.2, "clip_high": 0.28, "aggregation": "token_mean"},
+    "ppo": {"clip_low": 0.2, "clip_high": 0.2, "aggregation": "token_mean"},
+    # AReaL (arXiv 2505.24298).
+    "decoupled_ppo": {"clip_low": 0.2, "clip_high": 0.2, "aggregation": "token_mean"},
+}
+"""Each policy loss's paper defaults, by loss name: its clip range (the PPO family) and its
+loss aggregation. The losses (`trainer.algorithms.losses.POLICY_LOSSES`) take them as their
+defaults, and `trainer.resolve` writes them into a run's config where it sets none."""
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:
@@ -63,6 +82,11 @@ def get_algorithm(name: str) -> AlgorithmSpec:
         return ALGORITHMS[name]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)}") from None
+
+
+def default_aggregation(policy_loss: str) -> str:
+    """The loss aggregation a policy loss's paper uses."""
+    return str(LOSS_DEFAULTS[policy_loss]["aggregation"])
 
 
 _LOSSES = (

@@ -48,7 +48,6 @@ from torch import nn
 
 from trainer import distributed
 from trainer.algorithms.curriculum import FamilyLossWeights
-from trainer.algorithms.losses import default_aggregation
 from trainer.algorithms.registry import get_algorithm
 from trainer.algorithms.sao import freeze_attention
 from trainer.config import AlgorithmConfig, LearnerConfig
@@ -67,6 +66,7 @@ from trainer.learner.batching import MicroBatch, PreparedBatch, prepare
 from trainer.learner.logprobs import gold_probability
 from trainer.learner.objectives import MicroLoss, Models, Selection, StepTargets, make_objective
 from trainer.learner.objectives.sapo import checked_value_token_ids
+from trainer.resolve import resolve_algorithm
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,12 @@ class Learner:
         self.algorithm = algorithm
         self.optim = optim
         self.spec = get_algorithm(algorithm.name)
-        self.aggregation = algorithm.loss_aggregation or default_aggregation(self.spec.policy_loss)
+        if resolve_algorithm(algorithm) != algorithm:
+            raise ValueError(
+                f"algorithm {algorithm.name!r} has unresolved fields (loss_aggregation, clip, gae_lambda): "
+                "pass it through trainer.resolve.resolve_algorithm (load_config does)"
+            )
+        self.aggregation = algorithm.loss_aggregation
         if self.spec.critic == "separate" and critic is None:
             raise ValueError(f"algorithm {algorithm.name!r} needs a critic (a ValueModel)")
         self.value_token_ids: tuple[int, int] | None = None
@@ -197,7 +202,7 @@ class Learner:
             token_budget=self.optim.token_budget,
             device=self.device,
             aggregation=aggregation or self.aggregation,
-            tree=bool(self.optim.tree_packing),
+            tree=self.optim.tree_packing,
         )
 
     # -- one update -----------------------------------------------------------------------
@@ -221,7 +226,7 @@ class Learner:
 
         # Policy: one update, gradients accumulated over micro-batches.
         if self.objective.advantage_only and not has_advantage(batch, targets):
-            policy = Update({}, {}, 0.0, NO_SIGNAL)  # a zero gradient: not even a forward
+            policy = Update({"policy_loss": 0.0}, {}, 0.0, NO_SIGNAL)  # a zero loss and gradient: no forward
         else:
             policy = self._update(
                 self.policy, self.policy_optimizer, self._losses(self.objective.micro_loss, batch, targets)

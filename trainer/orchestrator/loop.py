@@ -160,7 +160,6 @@ class Orchestrator:
             sandbox_backend=spec.sandbox_backend,
             settings=spec.rollout,
             keep_versions=config.max_staleness + 2,
-            prefix_cache=not (config.deterministic or config.mode == "sync"),
             sandbox_factory=self.sandbox_factory,
             sleep_mode=config.multiplex != "static",
         )

@@ -93,10 +93,8 @@ class Multiplex:
         self.fresh: dict[str, tuple[bool, float]] = {}
         """Finished, not yet consumed trajectories: (fresh when it finished, its seconds)."""
         self.resizing: _Resize | None = None
-        if self.name == "colocated":  # verl-style time-sharing: generate a batch, then train on it
-            schedule = orchestrator.schedule
-            schedule.max_staleness, schedule.staleness_policy = 0, "wait"
-            logger.info("multiplex colocated: synchronous batches (max_staleness 0, staleness_policy wait)")
+        # Colocated (verl-style time-sharing) trains on whole batches: `trainer.resolve` set its
+        # max_staleness to 0 and its staleness_policy to wait.
 
     # -- the loop's hooks ---------------------------------------------------------------------
     def tick(self) -> None:

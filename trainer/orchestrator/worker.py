@@ -56,7 +56,6 @@ class RolloutWorker:
         sandbox_backend: str,
         settings: RolloutConfig,
         keep_versions: int = 2,
-        prefix_cache: bool = True,
         sandbox_factory=None,
         weights_timeout_s: float = 600.0,
         sleep_mode: bool = False,
@@ -80,7 +79,7 @@ class RolloutWorker:
             self.pool = SandboxPool(self.sandbox_factory, settings.sandbox_pool, max_specs=settings.sandbox_pool_tasks)
             self.sandbox_factory = self.pool
         self.engine = make_engine(engine, model, seed=seed, sleep_mode=sleep_mode)
-        if not prefix_cache and hasattr(self.engine, "prefix_cache_size"):
+        if not settings.prefix_cache and hasattr(self.engine, "prefix_cache_size"):
             self.engine.prefix_cache_size = 0  # bitwise-reproducible runs: no cache-dependent numerics
         self.engine.version = -1  # nothing published yet: the first weights always load
         self.keep_versions = keep_versions
@@ -91,12 +90,11 @@ class RolloutWorker:
         self._lock = threading.RLock()
         self._arrived = threading.Condition(self._lock)
         self.batcher = (
-            TurnBatcher(self)
-            if settings.batch_turns and prefix_cache and getattr(self.engine, "batches_rows", False)
-            else None
+            TurnBatcher(self) if settings.batch_turns and getattr(self.engine, "batches_rows", False) else None
         )
-        """Batches concurrent episodes' turns (None: one turn at a time under the lock; runs
-        that must be bitwise reproducible, and engines without per-row seeds)."""
+        """Batches concurrent episodes' turns (None: one turn at a time under the lock; off in
+        the resolved config of runs that must be bitwise reproducible, and for an engine
+        without per-row seeds, such as a test's scripted one)."""
         self.weights_timeout_s = weights_timeout_s
         self._active = 0
         """Episodes in `run` now (read and changed under the lock)."""

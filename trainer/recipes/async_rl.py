@@ -53,6 +53,7 @@ from trainer.recipes.phases import (
     truncate_metrics,
     write_summary,
 )
+from trainer.resolve import resolve
 from trainer.samples import SampleWriter
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ INTERRUPT_SAVE_S = 5.0
 class AsyncRLRecipe:
     def __init__(self, config: TrainConfig, *, sandbox_factory=None) -> None:
         """`sandbox_factory` replaces the configured backend's (tests inject failing sandboxes)."""
-        self.config = config
+        self.config = resolve(config)  # a config built in code; load_config's is resolved already
         self.sandbox_factory = sandbox_factory
         self.run_dir = Path(config.run.output_dir) / config.run.name
         self.checkpoint: Path | None = None

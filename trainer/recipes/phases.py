@@ -66,7 +66,7 @@ def build_schedule(config: TrainConfig, tasks: list[Task]):
         groups_per_batch=orchestration.episodes_per_step,
         group_size=config.algorithm.group_size,
         gated=orchestration.mode == "sync" or orchestration.deterministic,
-        max_staleness=0 if orchestration.mode == "sync" else orchestration.max_staleness,
+        max_staleness=orchestration.max_staleness,
         staleness_policy=orchestration.staleness_policy,
         batch_tokens=orchestration.batch_tokens,
         max_attempts=orchestration.max_attempts,

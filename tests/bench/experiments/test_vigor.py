@@ -146,7 +146,7 @@ def test_both_arms_are_grpo_at_the_same_rollouts_per_step():
             4,
             4,
         )
-        assert config.algorithm.loss_aggregation is None
+        assert config.algorithm.loss_aggregation == "sequence_mean"  # null: resolved to GRPO's own
     assert (fixed.algorithm.allocation, vigor.algorithm.allocation) == ("fixed", "vigor")
     v = vigor.algorithm.vigor
     assert (v.m0, v.alpha, v.gamma, v.rounds) == (2, 0.5, 2.0, 4)  # the paper's

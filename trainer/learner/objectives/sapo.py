@@ -144,7 +144,7 @@ class SapoObjective(NoCritic):
     def __init__(self, algorithm: AlgorithmConfig, aggregation: str, hyper: dict) -> None:
         self.config = algorithm.sapo
         self.gamma = algorithm.gamma
-        self.lam = algorithm.gae_lambda if algorithm.gae_lambda is not None else 0.95
+        self.lam = algorithm.gae_lambda  # resolved: 0.95 unless set (`trainer.resolve`)
         self.aggregation = aggregation
         self.clip = {k: hyper[k] for k in ("clip_low", "clip_high") if k in hyper}
 
