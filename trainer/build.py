@@ -21,7 +21,7 @@ def build_learner(config: TrainConfig, *, mesh=None):
     the returned tokenizer names them (`trainer.inference.models.reserve_value_tokens`).
     The learner takes only its sections: `algorithm`, `learner`, and the sampling
     temperature it must score tokens at."""
-    from trainer.algorithms import get_algorithm
+    from trainer.algorithms.registry import get_algorithm
     from trainer.inference.models import ValueModel, load_policy, load_tokenizer, reserve_value_tokens
     from trainer.learner import Learner
 
@@ -51,7 +51,7 @@ def engine_model(config: TrainConfig) -> str:
     under `<output_dir>/engine-models/` and reused, and the learner's updates fit it."""
     if config.model.engine != "vllm":
         return config.model.name
-    from trainer.algorithms import get_algorithm
+    from trainer.algorithms.registry import get_algorithm
     from trainer.inference.engines.vllm import export_with_value_tokens, recorded_value_token_ids, sapo_export_folder
     from trainer.inference.models import resolve_model_path
 

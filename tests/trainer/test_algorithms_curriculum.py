@@ -11,7 +11,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import FamilyLossWeights, PACController
+from trainer.algorithms.curriculum import FamilyLossWeights, PACController
 
 
 def test_hand_computed_posterior():

@@ -7,14 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import (
-    ADVANTAGE_ESTIMATORS,
-    broadcast_to_tokens,
-    dr_grpo_advantages,
-    dynamic_sampling_mask,
-    get_advantage_estimator,
-    grpo_advantages,
-)
+from trainer.algorithms.group import broadcast_to_tokens, dr_grpo_advantages, dynamic_sampling_mask, grpo_advantages
+from trainer.algorithms.losses import ADVANTAGE_ESTIMATORS, get_advantage_estimator
 
 # Rewards drawn from a few values so that ties and all-equal groups are common, as with 0/1 rewards.
 samples = st.lists(st.tuples(st.integers(0, 4), st.sampled_from([0.0, 1.0, 0.5, -2.0, 3.25])), min_size=1, max_size=16)

@@ -8,20 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import (
-    ALGORITHMS,
-    NEEDS_PROX,
-    POLICY_LOSSES,
-    clipped_value_loss,
-    decoupled_ppo_loss,
-    get_algorithm,
-    get_policy_loss,
-    kl_k3,
-    ppo_clip_loss,
-    sao_loss,
-    sao_policy_loss,
-    token_entropy,
-)
+from trainer.algorithms.losses import NEEDS_PROX, POLICY_LOSSES, get_policy_loss, sao_loss
+from trainer.algorithms.ppo import clipped_value_loss, decoupled_ppo_loss, kl_k3, ppo_clip_loss, token_entropy
+from trainer.algorithms.registry import ALGORITHMS, get_algorithm
+from trainer.algorithms.sao import sao_policy_loss
 
 logps = st.floats(-4.0, -0.01)
 small = st.floats(-3.0, 3.0, allow_nan=False)

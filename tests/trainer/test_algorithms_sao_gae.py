@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import (
+from trainer.algorithms.sao import (
     action_index,
     aggregate,
     eps_for_domain,

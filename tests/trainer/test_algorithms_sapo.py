@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import (
+from trainer.algorithms.sapo import (
     ban_value_tokens,
     broadcast_turns,
     normalize_turn_advantages,

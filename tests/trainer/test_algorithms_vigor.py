@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import VigorAllocator
+from trainer.algorithms.vigor import VigorAllocator
 
 
 def variance(xs):

@@ -74,15 +74,3 @@ def test_a_learner_resized_between_steps_matches_one_that_never_moved(ray_cluste
     for _ in range(2):
         second.step(batch)
     _assert_close(saved.full_policy_state(), second.full_policy_state(), "the checkpoint after step 2")
-
-
-def test_measure_switch_times_a_unit_going_to_the_learner_and_back(ray_cluster):
-    from trainer.orchestrator.switching import measure_switch
-
-    config = load_config(None, OVERRIDES)
-    (timing,) = measure_switch(config, learner_ranks=1, repeats=1, trajectories=fixed_batch())
-    figures = timing.as_dict()
-    assert set(figures) == {"rollout_to_learner_s", "learner_to_rollout_s", "sleep_s", "grow_s", "shrink_s", "wake_s"}
-    assert all(value > 0 for value in figures.values())
-    assert timing.rollout_to_learner_s == timing.sleep_s + timing.grow_s
-    assert timing.learner_to_rollout_s == timing.shrink_s + timing.wake_s

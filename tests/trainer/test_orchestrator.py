@@ -282,7 +282,7 @@ def test_a_two_rank_learner_returns_every_advantage_to_the_curriculum(ray_cluste
     the one-rank learner's, so PAC learns from the whole batch, not from zeros."""
     import ray
 
-    from trainer.algorithms import PACController
+    from trainer.algorithms.curriculum import PACController
     from trainer.learner import Learner
     from trainer.orchestrator.learner_group import LearnerGroup
     from trainer.orchestrator.schedule import TaskPicker

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms import (
+from trainer.algorithms.sao import (
     aggregate,
     double_sided_mask,
     gae,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from trainer.algorithms import PACController
+from trainer.algorithms.curriculum import PACController
 from trainer.inference.trajectory import Trajectory
 from trainer.orchestrator.schedule import EpisodeResult, Schedule, TaskPicker, staleness
 

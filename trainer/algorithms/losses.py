@@ -10,8 +10,9 @@ use it as the PPO anchor when given (see `ppo_clip_loss`), except SAO, whose rat
 against the engine's logprobs by definition.
 
 Group advantage estimators have the signature `fn(rewards [N], group_index) -> advantages [N]`.
-`trainer.algorithms.registry` (which names the algorithms without importing torch) reads
-these tables lazily.
+Each loss's paper defaults (clip range, aggregation) come from
+`trainer.algorithms.registry.LOSS_DEFAULTS`, which the config's resolve step reads without
+importing torch.
 """
 
 from __future__ import annotations

@@ -2,10 +2,11 @@
 
 `AlgorithmSpec` says which policy loss, which advantages, which critic, which learner
 objective (`trainer.learner.objectives`) and which value loss an algorithm uses; the
-learner reads these fields and never branches on the algorithm's name. The torch tables
-(`POLICY_LOSSES`, `ADVANTAGE_ESTIMATORS`, `NEEDS_PROX`, `get_policy_loss`, ...) live in
-`trainer.algorithms.losses` and are re-exported here lazily, so `trainer.config` (and
-`python -m trainer.train --help`) can list the algorithms without importing torch.
+learner reads these fields and never branches on the algorithm's name. `LOSS_DEFAULTS`
+holds each policy loss's paper defaults. The torch tables (`POLICY_LOSSES`,
+`ADVANTAGE_ESTIMATORS`, `NEEDS_PROX`, `get_policy_loss`, ...) live in
+`trainer.algorithms.losses`; this module imports no torch, so `trainer.config` (and
+`python -m trainer.train --help`) can list the algorithms without it.
 """
 
 from __future__ import annotations
@@ -82,29 +83,3 @@ def get_algorithm(name: str) -> AlgorithmSpec:
         return ALGORITHMS[name]
     except KeyError:
         raise ValueError(f"unknown algorithm {name!r}; known: {sorted(ALGORITHMS)}") from None
-
-
-def default_aggregation(policy_loss: str) -> str:
-    """The loss aggregation a policy loss's paper uses."""
-    return str(LOSS_DEFAULTS[policy_loss]["aggregation"])
-
-
-_LOSSES = (
-    "ADVANTAGE_ESTIMATORS",
-    "NEEDS_PROX",
-    "POLICY_LOSSES",
-    "AdvantageEstimator",
-    "PolicyLoss",
-    "get_advantage_estimator",
-    "get_policy_loss",
-    "sao_loss",
-)
-
-
-def __getattr__(name: str):
-    # The torch tables, imported on first use only.
-    if name in _LOSSES:
-        from trainer.algorithms import losses
-
-        return getattr(losses, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -55,7 +55,7 @@ def stream_phases(config: TrainConfig) -> list[tuple[str, int, int, list[str]]] 
 
 def build_schedule(config: TrainConfig, tasks: list[Task]):
     """(schedule, PAC controller or None) for the configured orchestrator and curriculum."""
-    from trainer.algorithms import PACController
+    from trainer.algorithms.curriculum import PACController
     from trainer.orchestrator.schedule import Schedule, TaskPicker
 
     orchestration = config.orchestrator
