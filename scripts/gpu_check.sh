@@ -38,7 +38,7 @@ if [ -n "$model" ] && [ ! -f "$model/config.json" ]; then
   echo "gpu-check: MODEL=$model is not a model folder (no config.json); RL steps skipped" >&2
   rl_status="skipped (no local model)"
 elif [ -z "$model" ]; then
-  name=$("$PY" -c "from trainer.config import load_config; print(load_config('$CONFIG').model.name)")
+  name=$("$PY" -c "from trainer.resolve import load_config; print(load_config('$CONFIG').model.name)")
   model=$(HF_HUB_OFFLINE=1 "$PY" -c "from huggingface_hub import snapshot_download; print(snapshot_download('$name', local_files_only=True))" 2>/dev/null)
   if [ -z "$model" ]; then
     echo "gpu-check: $name is not on this machine; RL steps skipped (hf download $name --local-dir DIR, then MODEL=DIR make gpu-check)" >&2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import load_config
+from trainer.resolve import load_config
 
 ROOT = Path(__file__).parents[1]
 CONFIG = ROOT / "configs" / "train_swe_small_gpu.yaml"

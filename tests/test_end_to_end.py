@@ -10,7 +10,7 @@ import yaml
 from evals.config import EvalConfig
 from evals.swe import evaluate
 from tests.conftest import needs_bwrap
-from trainer.config import load_config
+from trainer.resolve import load_config
 from trainer.train import train
 
 

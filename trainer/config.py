@@ -12,24 +12,23 @@ overrides from the command line, one sub-model per component.
     placement      learner ranks, GPUs, the Ray cluster
     evaluation     success on fixed seeds before and after RL
 
-Each component takes only its part (`trainer.build` hands them out). Errors name the file
-(or the override) and the dotted field, in the one format `sandboxes.yaml_files` gives every
-user-written YAML file.
+This module is the schema. `trainer.resolve.load_config` reads a file and overrides into
+it, checks the rules between sections and settles every derived value: the config that
+runs. Each component takes only its part (`trainer.build` hands them out). Errors name the
+file (or the override) and the dotted field, in the one format `sandboxes.yaml_files` gives
+every user-written YAML file.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_env.limits import limit_field
-from sandboxes.yaml_files import ConfigError  # noqa: F401  (re-exported: the error `load_config` raises)
+from sandboxes.yaml_files import ConfigError  # noqa: F401  (re-exported: the error a bad config raises)
 from sandboxes.yaml_files import leaf_fields as _leaf_fields
-from sandboxes.yaml_files import load_config as load_sections
 from trainer.algorithms.registry import ALGORITHMS
-from trainer.resolve import check, resolve
 
 
 class _Section(BaseModel):
@@ -379,13 +378,3 @@ class TrainConfig(_Section):
 def leaf_fields(model: type[BaseModel] = TrainConfig, prefix: str = ""):
     """(dotted name, field) of every leaf field, in declaration order."""
     return _leaf_fields(model, prefix)
-
-
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
-    """Load `path` (YAML, sections as in `TrainConfig`) and apply `section.field=value`
-    overrides (values parsed as YAML), the same way evaluations read theirs
-    (`sandboxes.yaml_files.load_config`); then check the rules between sections and resolve
-    every derived value (`trainer.resolve`): the config returned is the one that runs."""
-    return load_sections(
-        TrainConfig, path, overrides, command="python -m trainer.train", check=lambda c, w: resolve(check(c, w))
-    )

@@ -2,9 +2,10 @@
 
 `check(config, where)` states what must hold between sections (no single field can);
 `resolve(config)` settles every value derived from others, so each component reads its own
-section as it is and decides nothing more. `trainer.config.load_config` runs both, the
-recipe resolves a config built in code (resolving twice changes nothing), and the run's
-`config.yaml` is the resolved config: what ran, not what was asked.
+section as it is and decides nothing more. `load_config` reads a file and overrides into
+the schema (`trainer.config`) and runs both; the recipe resolves a config built in code
+(resolving twice changes nothing), and the run's `config.yaml` is the resolved config: what
+ran, not what was asked.
 
 What is derived (`DERIVED` holds the same list for `python -m trainer.train --help`):
 
@@ -26,17 +27,16 @@ What is derived (`DERIVED` holds the same list for `python -m trainer.train --he
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from sandboxes.yaml_files import ConfigError
-from trainer.algorithms.registry import LOSS_DEFAULTS, get_algorithm
-
-if TYPE_CHECKING:
-    from trainer.config import AlgorithmConfig, TrainConfig
+from sandboxes.yaml_files import load_config as load_sections
+from trainer.algorithms.registry import ALGORITHMS, LOSS_DEFAULTS, get_algorithm
+from trainer.config import AlgorithmConfig, TrainConfig
 
 DERIVED: dict[str, str] = {
     "algorithm.loss_aggregation": "null: the algorithm's own ("
-    + ", ".join(f"{name} {d['aggregation']}" for name, d in LOSS_DEFAULTS.items())
+    + ", ".join(f"{name} {LOSS_DEFAULTS[spec.policy_loss]['aggregation']}" for name, spec in ALGORITHMS.items())
     + ")",
     "algorithm.clip_low": "null: the algorithm's own (0.2; SAO has no clip)",
     "algorithm.clip_high": "null: the algorithm's own (0.2, DAPO 0.28; SAO has no clip)",
@@ -138,4 +138,14 @@ def resolve(config: TrainConfig) -> TrainConfig:
             "rollout": rollout.model_copy(update={"prefix_cache": prefix_cache, "batch_turns": batch_turns}),
             "learner": learner.model_copy(update={"tree_packing": tree_packing}),
         }
+    )
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:
+    """Load `path` (YAML, sections as in `TrainConfig`) and apply `section.field=value`
+    overrides (values parsed as YAML), the same way evaluations read theirs
+    (`sandboxes.yaml_files.load_config`); then `check` the rules between sections and
+    `resolve` every derived value: the config returned is the one that runs."""
+    return load_sections(
+        TrainConfig, path, overrides, command="python -m trainer.train", check=lambda c, w: resolve(check(c, w))
     )

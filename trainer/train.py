@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from tasks import TaskError
-from trainer.config import ConfigError, TrainConfig, leaf_fields, load_config
+from trainer.config import ConfigError, TrainConfig, leaf_fields
 from trainer.inference.manifest import ManifestError
-from trainer.resolve import DERIVED
+from trainer.resolve import DERIVED, load_config
 
 
 def train(config: TrainConfig, *, sandbox_factory=None) -> Path:

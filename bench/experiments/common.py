@@ -151,7 +151,7 @@ class TrainingRunner:
     def __init__(
         self, config: str, overrides: list[str], out: Path, steps: int | None, group_size: int = GROUP_SIZE
     ) -> None:
-        from trainer.config import load_config
+        from trainer.resolve import load_config
 
         self.config, self.overrides, self.runs, self.group_size = config, overrides, out / "runs", group_size
         self.steps = [f"run.steps={steps}"] if steps is not None else []
@@ -165,7 +165,7 @@ class TrainingRunner:
 
     def _train(self, name: str, settings: list[str]) -> Path:
         """A fresh run `runs/<name>` (`settings` on top of the overrides): an unfinished one starts again."""
-        from trainer.config import load_config
+        from trainer.resolve import load_config
         from trainer.train import train
 
         shutil.rmtree(self.runs / name, ignore_errors=True)
@@ -185,8 +185,8 @@ class TrainingRunner:
         """Run `name` (`settings` on top of the overrides) for `steps` RL steps from `policy`
         (the seed's `warm_start`), in `runs/<name>-s<seed>`: kept when finished, resumed from
         its newest checkpoint when not."""
-        from trainer.config import load_config
         from trainer.orchestrator.loop import latest_checkpoint
+        from trainer.resolve import load_config
         from trainer.train import train
 
         folder = self.runs / f"{name}-s{seed}"
@@ -308,7 +308,8 @@ def run_experiment(
     `--out` of another setting), `work()` on Ray (`on_ray`, `kept` saying what an interrupt
     kept), then the table of `write(what work returned, config)` and its JSON at `args.json`."""
     from sandboxes.console import setup_logging
-    from trainer.config import ConfigError, load_config
+    from trainer.config import ConfigError
+    from trainer.resolve import load_config
 
     setup_logging()
     prog = f"bench.experiments.{name}"

@@ -126,7 +126,7 @@ def bench(args: argparse.Namespace) -> dict[str, dict[int, Path]]:
 
 def families_of(args: argparse.Namespace) -> dict[str, str]:
     from tasks import load_task_set
-    from trainer.config import load_config
+    from trainer.resolve import load_config
 
     config = load_config(args.config, [*QUIET, *args.overrides])
     return {t.id: t.family for t in load_task_set(config.tasks.source, config.tasks.ids or None)}

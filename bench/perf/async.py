@@ -52,7 +52,7 @@ def write_suite(folder: Path, durations: list[float]) -> None:
 
 
 def run(mode: str, suite: Path, output: Path, steps: int, overrides: list[str]) -> dict:
-    from trainer.config import load_config
+    from trainer.resolve import load_config
     from trainer.train import train
 
     config = load_config(

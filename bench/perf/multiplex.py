@@ -252,7 +252,7 @@ REAL_STEPS = 20
 
 def real_run(policy: str, stream: Path, output: Path, steps: int) -> Path:
     """One training run of the phase workload under `policy`; its run folder."""
-    from trainer.config import load_config
+    from trainer.resolve import load_config
     from trainer.train import train
 
     overrides = [f"{key}={value}" for key, value in REAL.items()]

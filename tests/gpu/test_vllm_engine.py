@@ -143,7 +143,7 @@ def test_a_one_rank_learner_group_trains_on_its_gpu(tmp_path):
     """`placement.learner_ranks=1` on a GPU machine: the learner actor makes a one-rank NCCL
     group, so the policy lives on CUDA (not on the actor's CPU, where bf16 would be ignored)."""
     code = (
-        "import os, torch; from trainer.config import load_config; "
+        "import os, torch; from trainer.resolve import load_config; "
         "from trainer.orchestrator.learner_group import LearnerRank, timed_step; "
         "from tests.trainer.fsdp_worker import fixed_batch; from trainer import distributed; "
         "config = load_config(None, ['learner.bf16=true']).model_dump(); "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tasks import BUILTIN_DIR, TaskError, load_task_set
-from trainer.config import load_config
+from trainer.resolve import load_config
 
 ROOT = Path(__file__).parents[2]
 ROWS = ROOT / "tests" / "fixtures" / "swebench_verified_sample.jsonl"

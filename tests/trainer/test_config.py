@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.config import ConfigError, TrainConfig, leaf_fields, load_config
+from trainer.config import ConfigError, TrainConfig, leaf_fields
+from trainer.resolve import load_config
 
 ROOT = Path(__file__).parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

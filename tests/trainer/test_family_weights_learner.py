@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from tests.trainer.test_learner import make_trajectory
-from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig, load_config
+from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig
 from trainer.inference.models import ValueModel, load_policy
 from trainer.learner import Learner
 from trainer.learner.advantages import weigh_families
-from trainer.resolve import resolve_algorithm
+from trainer.resolve import load_config, resolve_algorithm
 
 
 def se_rl_learner(seed: int = 0, **rule) -> Learner:

@@ -10,13 +10,14 @@ import pytest
 from agent_env import gold_actions
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
-from trainer.config import ConfigError, RolloutConfig, load_config
+from trainer.config import ConfigError, RolloutConfig
 from trainer.inference.engines.scripted import ScriptedEngine
 from trainer.inference.models import load_policy
 from trainer.inference.rollout import training_reward
 from trainer.inference.trajectory import Trajectory
 from trainer.orchestrator.schedule import EpisodeJob
 from trainer.orchestrator.worker import RolloutWorker
+from trainer.resolve import load_config
 
 TASK = builtin_tasks(["text-dedent-whitespace-lines"])[0]
 GARBAGE = '<tool_call>\n{"name": "finish", "argu'

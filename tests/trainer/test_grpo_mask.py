@@ -8,11 +8,12 @@ import torch
 from tests.trainer.test_learner import make_learner, make_trajectory
 from trainer.algorithms.losses import sao_loss
 from trainer.algorithms.registry import ALGORITHMS, AlgorithmSpec, get_algorithm
-from trainer.config import AlgorithmConfig, ConfigError, load_config
+from trainer.config import AlgorithmConfig, ConfigError
 from trainer.inference.models import load_policy
 from trainer.learner import token_logprobs
 from trainer.learner.batching import loss_weight
 from trainer.learner.objectives import GroupObjective
+from trainer.resolve import load_config
 
 
 def test_grpo_mask_is_grpos_advantages_with_saos_loss_and_no_critic():

@@ -10,9 +10,9 @@ import torch
 
 from tests.trainer.fsdp_worker import fixed_batch
 from trainer.build import build_learner
-from trainer.config import load_config
 from trainer.learner import Learner
 from trainer.orchestrator.learner_group import LearnerGroup, timed_step
+from trainer.resolve import load_config
 
 OVERRIDES = ["learner.lr=1e-3", "learner.critic_lr=1e-3", "learner.token_budget=40"]
 PER_RANK = {"micro_batches", "model_tokens"}

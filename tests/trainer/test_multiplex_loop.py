@@ -1,5 +1,5 @@
-"""BiDiRL's glue in the orchestrator's loop (`trainer.orchestrator.multiplexing`,
-`multiplex.units`): the policies' `PoolState` built from the loop's state, and switches
+"""BiDiRL's glue in the orchestrator's loop (`trainer.orchestrator.multiplex.runtime`,
+`multiplex.units`, driven through the loop's `_Devices`): the policies' `PoolState` built from the loop's state, and switches
 applied in the hot switch's order (drain, sleep, resize at a step boundary; resize at a step
 boundary, then wake with the newest weights). Ray's actors are replaced by recorders of the
 calls they receive; the bookkeeping and the order of calls are the real ones."""
@@ -14,9 +14,11 @@ import pytest
 from tests.agent_env.clocked import Clock
 from trainer.config import OrchestratorConfig, TrainConfig
 from trainer.inference.trajectory import Trajectory
+from trainer.orchestrator.loop import _Devices
 from trainer.orchestrator.multiplex import LEARNER, ROLLOUT, Switch, colocated
+from trainer.orchestrator.multiplex.runtime import Multiplex
+from trainer.orchestrator.multiplex.sharing import LoopState
 from trainer.orchestrator.multiplex.units import Units
-from trainer.orchestrator.multiplexing import Multiplex
 from trainer.orchestrator.schedule import Batch, EpisodeResult, Schedule, TaskPicker
 from trainer.resolve import resolve
 
@@ -59,28 +61,43 @@ class _Learner:
 
 
 class _Loop(SimpleNamespace):
-    """What `Multiplex` reads of the `Orchestrator` (the same attributes and methods)."""
+    """What the loop's `_Devices` reads of the `Orchestrator` (the same attributes and methods)."""
 
     def _episodes(self) -> dict[int, int]:
         return dict(self.episodes)
 
+    def _restart_worker(self, index: int) -> None:
+        self.workers[index].sleep.log.append((f"restart {index}",))
+
+
+def _state(loop: _Loop) -> LoopState:
+    """The loop's `_state()`, from the fake's attributes."""
+    ready = sum(len(trajectories) for _, trajectories, _ in loop.schedule.ready)
+    return LoopState(len(loop.running), ready, loop.learner_ref is not None, loop.held_slots)
+
+
+def _multiplex(loop: _Loop, path=None) -> Multiplex:
+    return Multiplex(loop.config, _Devices(loop), learner_ranks=len(loop.learner.ranks),
+                     batch_trajectories=loop.schedule.batch_trajectories,
+                     max_staleness=loop.schedule.max_staleness, path=path)  # fmt: skip
+
 
 @pytest.fixture(autouse=True)
 def clock(monkeypatch) -> Clock:
-    """`time` as `multiplexing` reads it: seconds move only when a test moves them."""
-    from trainer.orchestrator import multiplexing
+    """`time` as `multiplex.runtime` reads it: seconds move only when a test moves them."""
+    from trainer.orchestrator.multiplex import runtime
 
     fake = Clock()
     fake.now = 100.0
-    monkeypatch.setattr(multiplexing, "time", SimpleNamespace(monotonic=fake))
+    monkeypatch.setattr(runtime, "time", SimpleNamespace(monotonic=fake))
     return fake
 
 
 def _loop(policy: str = "bidirectional", rollout: int = 2, learner: int = 2) -> tuple[_Loop, list]:
-    from trainer.orchestrator import multiplexing
+    from trainer.orchestrator.multiplex import runtime
 
     log: list = []
-    clock = multiplexing.time.monotonic
+    clock = runtime.time.monotonic
     config = OrchestratorConfig(multiplex=policy, rollout_workers=rollout, multiplex_profile_steps=0,
                                 multiplex_window_steps=2, episodes_per_step=2)  # fmt: skip
     config = resolve(TrainConfig(orchestrator=config)).orchestrator  # colocated: max_staleness 0
@@ -98,7 +115,7 @@ def _loop(policy: str = "bidirectional", rollout: int = 2, learner: int = 2) -> 
                           max_staleness=config.max_staleness),
         running={}, learner_ref=None, version=7, weights_ref="weights@7", held_slots=0, episodes={},
     )  # fmt: skip
-    loop.mux = Multiplex(loop)
+    loop.mux = _multiplex(loop)
     return loop, log
 
 
@@ -125,15 +142,15 @@ def test_a_unit_lent_to_the_learner_drains_sleeps_then_joins_it_at_a_step_bounda
     mux = loop.mux
     loop.episodes = {0: 1}
     mux._request([Switch(0, LEARNER)], 0.0, "test")
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == []  # an episode still runs on it: it drains
     assert mux.units.open() == [1]
     loop.episodes, loop.learner_ref = {}, "a step in flight"
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == [("sleep 0",)]  # idle: asleep now, but the learner is stepping
     assert mux.units.due() == ([0], [])
     loop.learner_ref = None  # the step ended: a boundary
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == [("sleep 0",), ("resize", 3)]
     assert mux.units.serving(LEARNER) == 3 and mux.units.lent() == (0, 1)
     (switch,) = mux.units.done
@@ -146,15 +163,15 @@ def test_the_loop_goes_on_while_the_learner_resizes_and_the_switch_completes_whe
     mux, learner = loop.mux, loop.learner
     learner.hold = True
     mux._request([Switch(3, ROLLOUT)], 0.0, "test")
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == [("resize", 1)] and mux.pending() == ["imported@0 of 1"]
     assert mux.units.done == [] and mux.units.due() == ([], [3])  # not done: its worker sleeps on
     clock.now += 1.5
-    mux.move()  # the loop went on (episodes, steps); the resize is still in flight
+    mux.move(loop.learner_ref is not None)  # the loop went on (episodes, steps); the resize is still in flight
     assert log == [("resize", 1)] and mux.units.done == []
     learner.ready.add("imported@0 of 1")
     clock.now += 1.0
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == [("resize", 1), ("wake 3", 7, "weights@7")] and mux.pending() == []
     assert mux.units.done[0]["direction"] == "to_rollout" and mux.units.done[0]["seconds"] == 2.5
     assert mux.units.open() == [0, 1, 3]
@@ -165,10 +182,10 @@ def test_a_unit_returned_to_rollout_leaves_at_a_step_boundary_and_wakes_with_the
     mux = loop.mux
     loop.learner_ref = "a step in flight"
     mux._request([Switch(3, ROLLOUT)], 0.0, "test")
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == [] and mux.units.open() == [0, 1]
     loop.learner_ref, loop.version, loop.weights_ref = None, 8, "weights@8"
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     assert log == [("resize", 1), ("wake 3", 8, "weights@8")]  # shrink first, then wake
     assert mux.units.open() == [0, 1, 3] and mux.units.lent() == (1, 0)
     # The resize's seconds, plus the wake's as the driver saw them (its wall time).
@@ -179,7 +196,7 @@ def test_colocated_time_shares_every_unit_and_parks_the_learner_on_one_rank():
     loop, log = _loop("colocated", rollout=2, learner=1)
     mux = loop.mux
     assert loop.schedule.max_staleness == 0  # synchronous batches (the resolved config's)
-    mux.tick()  # no batch ready: every unit generates; the learner is parked on one rank
+    mux.tick(_state(loop))  # no batch ready: every unit generates; the learner is parked on one rank
     assert log == [("wake 2", 7, "weights@7")] and mux.units.open() == [0, 1, 2]
     assert not mux.may_step()  # the learner's rank is parked: no step on it
     for job in loop.schedule.next_jobs(7, 3):
@@ -187,7 +204,7 @@ def test_colocated_time_shares_every_unit_and_parks_the_learner_on_one_rank():
         trajectory.extend([1, 2], policy=False)
         trajectory.extend([5], policy=True, logprobs=[-0.1], version=7)
         loop.schedule.finish(EpisodeResult(job.job_id, [trajectory]))
-    mux.tick()  # a batch is ready and nothing runs: every unit goes to the learner
+    mux.tick(_state(loop))  # a batch is ready and nothing runs: every unit goes to the learner
     assert log[1:] == [("sleep 0",), ("sleep 1",), ("sleep 2",), ("resize", 3)]
     assert mux.may_step()  # every unit is in the learner
     state = mux.units.state(0.0, {}, (0, 0, 0, 0), ready=0, running=0, episodes_per_step=2, stepping=False)
@@ -198,7 +215,7 @@ def test_a_step_reports_the_split_and_the_switches_since_the_last_step():
     loop, _ = _loop()
     mux = loop.mux
     mux._request([Switch(3, ROLLOUT)], 0.0, "test")
-    mux.move()
+    mux.move(loop.learner_ref is not None)
     trajectory = Trajectory(task_id="a", trajectory_id="0", engine_seconds=0.5, wall_seconds=2.0, turns=1)
     trajectory.extend([1, 2, 3], policy=False)
     record: dict = {}
@@ -227,11 +244,11 @@ def test_after_the_profile_the_planner_moves_to_its_split_and_logs_the_model(tmp
     every unit but one; the learner's second unit leaves at once (no step in flight)."""
     loop, log = _loop()
     loop.config = loop.config.model_copy(update={"multiplex_profile_steps": 2})
-    loop.mux = mux = Multiplex(loop, tmp_path / "multiplex.json")
+    loop.mux = mux = _multiplex(loop, tmp_path / "multiplex.json")
     for step, tokens in enumerate((100, 200), start=1):
         batch = [_played(tokens, 0.1, 10.0, f"{step}.{i}") for i in range(2)]
         mux.stepped({}, Batch(step, batch, [t.trajectory_id for t in batch], [0, 0], 0), 0.01 * tokens)
-    mux.tick()
+    mux.tick(_state(loop))
     assert mux.plan["rollout_units"] == 3 and mux.plan["learner_units"] == 1
     assert mux.model["tool_seconds_per_turn"] == pytest.approx(9.9)
     assert log == [("resize", 1), ("wake 2", 7, "weights@7")]
@@ -251,7 +268,8 @@ def test_after_the_profile_the_planner_moves_to_its_split_and_logs_the_model(tmp
     ],
 )
 def test_multiplex_refuses_what_it_cannot_switch_in_one_line(overrides, message):
-    from trainer.config import ConfigError, load_config
+    from trainer.config import ConfigError
+    from trainer.resolve import load_config
 
     with pytest.raises(ConfigError, match=message) as error:
         load_config(None, ["orchestrator.multiplex=bidirectional", *overrides])

@@ -18,9 +18,10 @@ import torch
 
 from tests.conftest import needs_bwrap, wait_until
 from tests.trainer.faults import FaultySandboxes
-from trainer.config import RolloutConfig, TreeConfig, load_config
+from trainer.config import RolloutConfig, TreeConfig
 from trainer.orchestrator.schedule import EpisodeJob
 from trainer.orchestrator.worker import RolloutWorker
+from trainer.resolve import load_config
 from trainer.train import train
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,6 +12,7 @@ import pytest
 from trainer.config import OrchestratorConfig
 from trainer.inference.trajectory import Trajectory
 from trainer.orchestrator.loop import Counters, Orchestrator, _Running
+from trainer.orchestrator.multiplex.sharing import StaticSplit
 from trainer.orchestrator.schedule import EpisodeJob, EpisodeResult, Schedule, TaskPicker
 
 
@@ -59,7 +60,7 @@ def _orchestrator(slots: int, workers: int) -> tuple[Orchestrator, _Ray]:
     schedule = Schedule(TaskPicker([("a", "f")], seed=0), groups_per_batch=slots * workers, gated=False)
     orchestrator.__dict__.update(
         ray=ray, config=OrchestratorConfig(rollout_workers=workers, episodes_per_worker=slots), schedule=schedule,
-        workers=[_Worker(i, ray) for i in range(workers)], running={}, mux=None, counters=Counters(),
+        workers=[_Worker(i, ray) for i in range(workers)], running={}, sharing=StaticSplit(workers), counters=Counters(), version=0,
     )  # fmt: skip
     for n, job in enumerate(schedule.next_jobs(version=0, free_slots=slots * workers)):
         index = n % workers

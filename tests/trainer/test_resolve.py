@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainer.config import TrainConfig, leaf_fields, load_config
-from trainer.resolve import DERIVED, resolve, resolve_algorithm
+from trainer.config import TrainConfig, leaf_fields
+from trainer.resolve import DERIVED, load_config, resolve, resolve_algorithm
 
 
 def resolved(*overrides: str) -> TrainConfig:

@@ -17,14 +17,14 @@ from tests.conftest import needs_bwrap
 from tests.trainer.fsdp_worker import fixed_batch
 from tests.trainer.test_learner import make_trajectory
 from trainer.build import build_learner
-from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig, SAPOConfig, TrainConfig, load_config
+from trainer.config import AlgorithmConfig, ConfigError, LearnerConfig, SAPOConfig, TrainConfig
 from trainer.inference.engines.hf import HFEngine
 from trainer.inference.engines.weights import WeightSyncError
 from trainer.inference.models import VALUE_TOKENS, ValueModel, load_policy, load_tokenizer, reserve_value_tokens
 from trainer.learner import CheckpointError, Learner, StepResult, token_logprobs
 from trainer.learner.batching import padded_batch
 from trainer.learner.objectives import turn_layout
-from trainer.resolve import resolve, resolve_algorithm
+from trainer.resolve import load_config, resolve, resolve_algorithm
 
 CPU_DEMO = Path(__file__).parents[2] / "configs" / "train_swe.yaml"
 PLUS, MINUS = 2048, 2049  # the tiny vocabulary has 2048 rows; the two value rows follow

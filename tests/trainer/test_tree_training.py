@@ -218,7 +218,7 @@ def test_two_tree_packed_ranks_take_the_flat_step_of_one_process(tmp_path):
 )  # fmt: skip
 def test_tree_packing_follows_tree_rollouts_unless_set(overrides, packed):
     from trainer.build import build_learner
-    from trainer.config import load_config
+    from trainer.resolve import load_config
 
     config = load_config(None, ["model.name=tiny", *overrides])
     assert build_learner(config)[0].optim.tree_packing is packed

@@ -11,10 +11,11 @@ import pytest
 from agent_env import sandbox_spec_for
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
-from trainer.config import ConfigError, RolloutConfig, load_config
+from trainer.config import ConfigError, RolloutConfig
 from trainer.inference.models import load_policy
 from trainer.orchestrator.schedule import EpisodeJob
 from trainer.orchestrator.worker import RolloutWorker
+from trainer.resolve import load_config
 
 
 @needs_bwrap

@@ -2,8 +2,6 @@
 
 - Each trajectory's mean advantage over its policy tokens is reported by the step, for the
   whole batch (gathered from every rank): curricula read learnability from it (PAC).
-- Whether a step has any advantage at all (`has_advantage`): a policy-gradient loss with
-  every advantage zero has a zero gradient, and the learner skips its update.
 - The positive-only control (`algorithm.positive_advantages_only`, issue #39): negative
   advantages zeroed, so the policy only learns from what went better than its baseline.
 - SE-RL's per-family loss weights (`algorithm.family_weights: se_rl`) scale each
@@ -31,15 +29,6 @@ def local_advantages(batch: PreparedBatch, targets: StepTargets) -> dict[str, fl
         for trajectory, mean in zip(micro.trajectories, means, strict=False):
             local[trajectory.trajectory_id] = mean
     return local
-
-
-def has_advantage(batch: PreparedBatch, targets: StepTargets) -> bool:
-    """Whether any policy token of the batch, on any rank, has a non-zero advantage."""
-    found = any(
-        bool((target.advantages[micro.tensors["policy_mask"].bool()] != 0).any())
-        for micro, target in zip(batch.micro_batches, targets.micro, strict=True)
-    )
-    return distributed.all_reduce(1.0 if found else 0.0, "max") > 0.0
 
 
 def keep_positive(targets: StepTargets) -> None:

@@ -24,15 +24,18 @@ applied. AdamW would still move the weights (momentum and weight decay) and adva
 state, so a batch that teaches nothing (every advantage zero, as in a group whose
 rewards are all equal, or every token masked) would change the policy. Such a step leaves
 the weights, the optimizer state and the version as they were, and is counted
-(`skipped_no_signal`). An objective whose policy loss is advantage times ratio alone
-(`Objective.advantage_only`) skips even the forward when every advantage is zero; DAPO's
-empty selection counts the same way. VeRL's DAPO refills such batches by sampling more; we
-do not, so the step is skipped instead.
+(`skipped_no_signal`); DAPO's empty selection counts the same way. The forward and backward
+still run (the gradient is what shows there is nothing to learn, for every objective), so a
+step costs the same time with or without a signal. VeRL's DAPO refills such batches by
+sampling more; we do not, so the step is skipped instead.
 
 SAPO (arXiv 2608.19842) has no critic model: its value-token ids are validated
 (`objectives.sapo.checked_value_token_ids`), banned from the policy, written to
 `state.json` and to the exported config (`value_token_ids`), and `load` refuses a
 checkpoint whose ids differ.
+
+Over 450 lines on purpose: every optimizer step (RL, warm start, critic pre-training) goes
+through one `_update` with one set of guards, so the phases live with the class that owns it.
 """
 
 from __future__ import annotations
@@ -56,7 +59,6 @@ from trainer.inference.trajectory import Trajectory
 from trainer.learner import checkpoint, warm_start
 from trainer.learner.advantages import (
     gather_advantages,
-    has_advantage,
     keep_positive,
     local_advantages,
     measure_families,
@@ -225,12 +227,9 @@ class Learner:
             family_metrics = weigh_families(self.family_weights, selection.trajectories, batch, targets)
 
         # Policy: one update, gradients accumulated over micro-batches.
-        if self.objective.advantage_only and not has_advantage(batch, targets):
-            policy = Update({"policy_loss": 0.0}, {}, 0.0, NO_SIGNAL)  # a zero loss and gradient: no forward
-        else:
-            policy = self._update(
-                self.policy, self.policy_optimizer, self._losses(self.objective.micro_loss, batch, targets)
-            )
+        policy = self._update(
+            self.policy, self.policy_optimizer, self._losses(self.objective.micro_loss, batch, targets)
+        )
         critic_losses, critic_outcomes = self._critic_updates(batch, targets, self.objective.critic_steps)
         self._count(policy.outcome, critic_outcomes)
         sums = {k: distributed.all_reduce(v) for k, v in policy.sums.items()}

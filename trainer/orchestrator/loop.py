@@ -21,18 +21,14 @@ the task picker's RNG and curriculum. A gated (sync or
 deterministic) run first lets episodes pinned to older weights finish, so a resumed run
 consumes the same trajectories and reaches the same parameters bit for bit.
 
-Multiplexing (BiDiRL, `orchestrator.multiplex`, docs/multiplex.md): with `bidirectional` or
-`colocated`, every resource unit (`rollout_workers + placement.learner_ranks` of them) has a
-rollout worker, asleep while its unit serves the learner. Each loop iteration feeds a
-`SignalMeter` from the loop's own events, asks the policy which units change role, and
-applies its switches with the hot-switch primitives: a unit going to the learner gets no
-new episodes, its worker sleeps once idle, and the learner grows in place at the next step
-boundary (`LearnerGroup.resize_refs`, while the loop goes on); a unit going back waits for
-the boundary, the learner shrinks and the worker wakes with the newest weights. No episode
-is cut (units drain), a job that reaches a sleeping worker is requeued, and the learner's
-state is carried by the resize.
-`bidirectional` first profiles `multiplex_profile_steps` steps on the configured split,
-fits the time model and moves to the planner's split.
+Device sharing (BiDiRL, `orchestrator.multiplex`, docs/multiplex.md) plugs in at one seam,
+`self.sharing` (`trainer.orchestrator.multiplex.sharing.DeviceSharing`): the loop tells it
+what happens and asks it which workers take episodes and whether a step may start; it sees
+the loop as `LoopState` snapshots and acts through `_Devices` (a unit's worker sleeps, wakes
+or restarts; the learner resizes). Under `multiplex: static` it does nothing.
+
+Over 450 lines on purpose: the loop, the workers' lifecycle (start, restart, placement) and
+the evaluations' `play` share one table of running episodes and its fault handling.
 """
 
 from __future__ import annotations
@@ -46,6 +42,8 @@ from pathlib import Path
 
 from trainer.config import OrchestratorConfig, RolloutConfig
 from trainer.orchestrator.learner_group import LearnerGroup, timed_step
+from trainer.orchestrator.multiplex.runtime import make_sharing
+from trainer.orchestrator.multiplex.sharing import LoopState
 from trainer.orchestrator.schedule import Batch, EpisodeJob, EpisodeResult, Schedule
 from trainer.orchestrator.worker import RolloutWorker
 
@@ -129,17 +127,18 @@ class Orchestrator:
         self.version = 0
         self.held_slots = 0
         """Free slots the last dispatch left empty (the schedule admitted nothing more)."""
-        self.mux = None
-        if config.multiplex != "static":
-            from trainer.orchestrator.multiplexing import Multiplex
-
-            self.mux = Multiplex(self, multiplex_path)
-            self.workers = [None] * len(self.mux.units.units)
+        self.sharing = make_sharing(
+            config,
+            _Devices(self),
+            learner_ranks=len(learner.ranks),
+            batch_trajectories=schedule.batch_trajectories,
+            max_staleness=schedule.max_staleness,
+            path=multiplex_path,
+        )
+        self.workers = [None] * self.sharing.unit_count()
         for index in range(len(self.workers)):
             self._start_worker(index)
-        if self.mux is not None:  # the learner's units: their workers sleep until lent
-            learner_units = [u.index for u in self.mux.units.units if u.role != "rollout"]
-            self.ray.get([self.workers[i].sleep.remote() for i in learner_units])
+        self.ray.get([self.workers[i].sleep.remote() for i in self.sharing.asleep_at_start()])
 
     # -- workers ------------------------------------------------------------------------------
     def _start_worker(self, index: int, restart: bool = False) -> None:
@@ -161,7 +160,7 @@ class Orchestrator:
             settings=spec.rollout,
             keep_versions=config.max_staleness + 2,
             sandbox_factory=self.sandbox_factory,
-            sleep_mode=config.multiplex != "static",
+            sleep_mode=config.multiplex != "static",  # a unit's worker may be put to sleep
         )
         if self.weights_ref is not None:
             self.workers[index].set_weights.remote(self.version, self.weights_ref)
@@ -239,11 +238,14 @@ class Orchestrator:
         return used
 
     def _free_slots(self) -> dict[int, int]:
-        """Free episode slots of the workers that take new episodes (multiplexed: those of
+        """Free episode slots of the workers that take new episodes (shared devices: those of
         units serving rollout and not draining)."""
         used = self._episodes()
-        units = self.mux.units.open() if self.mux is not None else range(len(self.workers))
-        return {i: self.config.episodes_per_worker - used[i] for i in units}
+        return {i: self.config.episodes_per_worker - used[i] for i in self.sharing.open_units()}
+
+    def _state(self) -> LoopState:
+        ready = sum(len(trajectories) for _, trajectories, _ in self.schedule.ready)
+        return LoopState(len(self.running), ready, self.learner_ref is not None, self.held_slots)
 
     def _submit(self, job: EpisodeJob, free: dict[int, int]):
         """Start `job` on the worker with the most free slots (the lowest index on ties)."""
@@ -261,12 +263,11 @@ class Orchestrator:
         self.held_slots = sum(free.values())  # left free: the schedule admitted nothing more
 
     def _maybe_step(self) -> None:
-        if self.learner_ref is not None or (self.mux is not None and not self.mux.may_step()):
+        if self.learner_ref is not None or not self.sharing.may_step():
             return
         dropped = len(self.schedule.dropped)
         batch = self.schedule.take_batch(self.version)
-        if self.mux is not None:
-            self.mux.dropped(self.schedule.dropped[dropped:], lagging=batch is not None)
+        self.sharing.dropped(self.schedule.dropped[dropped:], lagging=batch is not None)
         if batch is None:
             return
         if not batch.trajectories:  # every trajectory was dropped (stale or failed)
@@ -278,8 +279,7 @@ class Orchestrator:
         self.learner_started = time.monotonic()
         if self.counters.first_step_started is None:
             self.counters.first_step_started = self.learner_started
-            if self.mux is not None:  # waiting for the first batch is start-up, not imbalance
-                self.mux.meter.restart(self.learner_started)
+            self.sharing.first_batch(self.learner_started)
         self.learner_ref = self.learner.call_ref(timed_step, batch.trajectories)
 
     def _on_result(self, ref) -> None:
@@ -292,9 +292,9 @@ class Orchestrator:
             self._restart_worker(running.worker)
             return
         outcome = self.schedule.finish(result)
-        if self.mux is not None and not result.error:
-            self.mux.finished(result.trajectories, self.version, self.schedule.max_staleness)
-        if result.error:
+        if not result.error:
+            self.sharing.finished(result.trajectories, self.version)
+        else:
             logger.warning("episode %d (%s): %s -> %s", running.job.job_id, running.job.task_id, result.error, outcome)
 
     def _on_learner(self) -> None:
@@ -307,8 +307,7 @@ class Orchestrator:
         self.counters.last_step_ended = time.monotonic()
         self.counters.learner_busy_seconds += self.counters.last_step_ended - self.learner_started
         self.schedule.learner_done()
-        if self.mux is not None:
-            self.mux.stepped(record, batch, self.counters.last_step_ended - self.learner_started)
+        self.sharing.stepped(record, batch, self.counters.last_step_ended - self.learner_started)
         if self.on_step:
             self.on_step(record, batch)
         step = self.schedule.steps_done
@@ -345,8 +344,7 @@ class Orchestrator:
         refs = list(self.running)
         if self.learner_ref is not None:
             refs.append(self.learner_ref)
-        if self.mux is not None:  # a learner resize in flight: its end completes switches
-            refs += self.mux.pending()
+        refs += self.sharing.pending()  # a learner resize in flight: its end completes switches
         if not refs:
             raise RuntimeError("the orchestrator has nothing to wait for: no episode can be started")
         deadline = min((r.deadline for r in self.running.values()), default=time.monotonic() + 60)
@@ -371,17 +369,15 @@ class Orchestrator:
         every `checkpoint_every`-th step (0: none) and after the last."""
         self.steps, self.checkpoint_every = steps, checkpoint_every
         while self.schedule.steps_done < steps:
-            if self.mux is not None:
-                self.mux.tick()
+            self.sharing.tick(self._state())
             self._dispatch()
             self._maybe_step()
-            if self.mux is not None:
-                self.mux.signals()
+            self.sharing.signals(self._state())
             if self.schedule.steps_done >= steps:
                 break
             self._wait()
-        if self.mux is not None and self.learner_ref is None:
-            self.mux.restore()
+        if self.learner_ref is None:
+            self.sharing.restore()
 
     def play(self, jobs: list[EpisodeJob], progress: str | None = None) -> list:
         """Run `jobs` outside the schedule (the evaluations, the batch value pre-training
@@ -446,8 +442,7 @@ class Orchestrator:
         return max(0.0, 1.0 - self.counters.learner_busy_seconds / wall) if wall > 0 else 0.0
 
     def shutdown(self) -> None:
-        if self.mux is not None:
-            self.mux.write()
+        self.sharing.write()
         # Workers close their warm pools first (a few seconds at most), then are killed.
         closing = [worker.close.remote() for worker in self.workers if worker is not None]
         if closing:
@@ -503,3 +498,30 @@ def latest_checkpoint(run_dir: Path, *, verify: bool = True) -> Path | None:
             return candidate
         logger.warning("skipping checkpoint %s: %s: %s", candidate.name, candidate / found[0].file, found[0].reason)
     return None
+
+
+class _Devices:
+    """The loop's hands as device sharing may use them (`multiplex.sharing.Devices`): a
+    unit's worker sleeps, wakes with the newest weights or restarts; the learner resizes."""
+
+    def __init__(self, loop: Orchestrator) -> None:
+        self._loop = loop
+        self.ray = loop.ray
+
+    def episodes(self) -> dict[int, int]:
+        return self._loop._episodes()
+
+    def sleep(self, unit: int):
+        return self._loop.workers[unit].sleep.remote()
+
+    def wake(self, unit: int):
+        return self._loop.workers[unit].wake.remote(self._loop.version, self._loop.weights_ref)
+
+    def restart(self, unit: int) -> None:
+        self._loop._restart_worker(unit)
+
+    def ranks(self) -> int:
+        return len(self._loop.learner.ranks)
+
+    def resize(self, ranks: int) -> list:
+        return self._loop.learner.resize_refs(ranks)

@@ -32,7 +32,7 @@ def test_the_methods_and_the_sweep_are_fixed_here():
         "algorithm.name=grpo", "algorithm.positive_advantages_only=true", "algorithm.group_size=2",
         "orchestrator.episodes_per_step=4", "algorithm.loss_aggregation=null",
     ]  # fmt: skip
-    from trainer.config import load_config
+    from trainer.resolve import load_config
 
     recipe = load_config("configs/train_swe.yaml").learner.lr
     assert (recipe / 2, recipe, recipe * 2) == LRS  # half, once and twice the recipe's learner.lr

@@ -135,7 +135,7 @@ def test_plot_writes_a_png_with_both_arms(tmp_path):
 
 
 def test_both_arms_are_grpo_at_the_same_rollouts_per_step():
-    from trainer.config import load_config
+    from trainer.resolve import load_config
 
     fixed, vigor = (
         load_config("configs/train_swe_oneturn.yaml", arm_settings(arm, 4, 4)) for arm in ("fixed", "vigor")

@@ -99,10 +99,6 @@ class Objective(Protocol):
     micro-batch weights follow it (`trainer.learner.batching.loss_weight`)."""
     critic_steps: int
     """Critic updates after each policy update (0: no critic model to update)."""
-    advantage_only: bool
-    """Whether the policy loss is advantage-weighted alone, so that with every advantage zero
-    its gradient is zero and the learner skips the policy update without a forward (issue
-    #39). False where other terms (SAPO's value, KL and entropy) carry a signal of their own."""
 
     def select(self, trajectories: list[Trajectory]) -> Selection: ...
 

@@ -21,10 +21,6 @@ from trainer.learner.objectives.base import MicroLoss, MicroTarget, Models
 class PolicyGradientObjective:
     """A registry policy loss over the advantages a subclass's `targets` computes."""
 
-    advantage_only = True
-    """Every registry loss is advantage x (clipped or masked) ratio: zero advantages, zero
-    gradient."""
-
     def __init__(self, policy_loss: str, aggregation: str, hyper: dict) -> None:
         self.loss_fn = get_policy_loss(policy_loss)
         self.needs_prox = policy_loss in NEEDS_PROX

@@ -139,8 +139,6 @@ class SapoObjective(NoCritic):
     """Turn-level GAE over the shared readout and SAPO's combined loss; no critic model (its
     value loss is a term of the policy's, reported as `value_loss`)."""
 
-    advantage_only = False  # its value, Q, KL and entropy terms teach with zero advantages too
-
     def __init__(self, algorithm: AlgorithmConfig, aggregation: str, hyper: dict) -> None:
         self.config = algorithm.sapo
         self.gamma = algorithm.gamma

@@ -2,11 +2,14 @@
 phase, the policy on every iteration, and its switches applied with the hot-switch
 primitives (`RolloutWorker.sleep` / `wake`, `LearnerGroup.resize`).
 
-`Multiplex` is driven by `Orchestrator.run`: `tick()` at the top of every loop iteration
-(advance the signal meter, move the switches in flight, plan or ask the policy), `signals()`
-after dispatching and stepping (the state the meter integrates until the next event), and
-the event hooks `finished` (episodes done), `dropped` (stale drops at batch time) and
-`stepped` (a learner step ended: its profile record and its metrics). The meter is fed as
+`Multiplex` implements `sharing.DeviceSharing`, the loop's one seam for device sharing: it
+sees the loop only as `LoopState` snapshots and acts only through `Devices` (sleep, wake
+or restart a unit's worker, resize the learner), never the orchestrator itself. `tick(state)`
+at the top of every loop iteration (advance the signal meter, move the switches in flight,
+plan or ask the policy), `signals(state)` after dispatching and stepping (the state the
+meter integrates until the next event), and the event hooks `finished` (episodes done),
+`dropped` (stale drops at batch time) and `stepped` (a learner step ended: its profile
+record and its metrics). The meter is fed as
 `policy.SignalMeter` documents: the learner waits while no step runs and no full batch is
 ready; rollout slots are held while the schedule admits nothing into free slots of units
 that take episodes, and an episode that finished fresh and aged out in the queue behind a
@@ -34,8 +37,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer.orchestrator.multiplex import LEARNER, POLICIES, ROLLOUT, Rule, SignalMeter, Switch, TimeModelError, fit
-from trainer.orchestrator.multiplex import plan as make_plan
+from trainer.config import OrchestratorConfig
+from trainer.orchestrator.multiplex.planner import plan as make_plan
+from trainer.orchestrator.multiplex.policy import LEARNER, POLICIES, ROLLOUT, Rule, SignalMeter, Switch
+from trainer.orchestrator.multiplex.sharing import Devices, DeviceSharing, LoopState, StaticSplit
+from trainer.orchestrator.multiplex.timemodel import TimeModelError, fit
 from trainer.orchestrator.multiplex.units import Units
 from trainer.orchestrator.schedule import staleness
 
@@ -72,16 +78,29 @@ class _Resize:
 
 
 class Multiplex:
-    def __init__(self, orchestrator, path: Path | None = None) -> None:
-        config = orchestrator.config
-        self.o = orchestrator
+    """`bidirectional` or `colocated` device sharing (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: OrchestratorConfig,
+        devices: Devices,
+        *,
+        learner_ranks: int,
+        batch_trajectories: int,
+        max_staleness: int,
+        path: Path | None = None,
+    ) -> None:
+        """`batch_trajectories`, `max_staleness`: the schedule's (resolved: colocated runs
+        synchronous batches, `max_staleness` 0); `path`: where `multiplex.json` goes."""
+        self.devices = devices
         self.config = config
         self.path = path
         self.name = config.multiplex
+        self.batch_trajectories, self.max_staleness = batch_trajectories, max_staleness
         self.policy = POLICIES[config.multiplex]
         self.rule = Rule(min_imbalance=config.multiplex_min_imbalance, min_window_steps=config.multiplex_window_steps)
         self.meter = SignalMeter(config.multiplex_window_s, config.multiplex_window_steps)
-        self.units = Units.split(config.rollout_workers, len(orchestrator.learner.ranks))
+        self.units = Units.split(config.rollout_workers, learner_ranks)
         self.start = time.monotonic()
         self.profile: list[dict] = []
         self.profile_steps = config.multiplex_profile_steps if self.name == "bidirectional" else 0
@@ -96,24 +115,38 @@ class Multiplex:
         # Colocated (verl-style time-sharing) trains on whole batches: `trainer.resolve` set its
         # max_staleness to 0 and its staleness_policy to wait.
 
-    # -- the loop's hooks ---------------------------------------------------------------------
-    def tick(self) -> None:
+    # -- the loop's hooks (`sharing.DeviceSharing`) ---------------------------------------------
+    def unit_count(self) -> int:
+        return len(self.units.units)
+
+    def asleep_at_start(self) -> list[int]:
+        """The learner's units: their workers sleep until lent."""
+        return [u.index for u in self.units.units if u.role != ROLLOUT]
+
+    def open_units(self) -> list[int]:
+        """Units taking new episodes: serving rollout and not draining."""
+        return self.units.open()
+
+    def first_batch(self, now: float) -> None:
+        """Waiting for the first batch is start-up, not imbalance: the signals start now."""
+        self.meter.restart(now)
+
+    def tick(self, loop: LoopState) -> None:
         now = time.monotonic()
         self.meter.advance(now)
-        self.move()
+        self.move(loop.stepping)
         if not self.planned:
             if self.steps >= self.profile_steps and not self.units.switching():
                 self._plan(now)
         else:
-            o = self.o
             state = self.units.state(
                 now,
-                o._episodes(),
+                self.devices.episodes(),
                 self.meter.read(now),
-                ready=self._ready(),
-                running=len(o.running),
-                episodes_per_step=o.schedule.batch_trajectories,
-                stepping=o.learner_ref is not None,
+                ready=loop.ready,
+                running=loop.running,
+                episodes_per_step=self.batch_trajectories,
+                stepping=loop.stepping,
             )
             switches = self.policy(state, self.rule)
             if switches:
@@ -123,17 +156,17 @@ class Multiplex:
                     reason = (f"learner_wait {state.learner_wait:.2f}, rollout_wait {state.rollout_wait:.2f} over "
                               f"{state.window_s:.1f} s and {state.window_steps} steps")  # fmt: skip
                 self._request(switches, now, reason)
-        self.move()
+        self.move(loop.stepping)
 
-    def signals(self) -> None:
-        o = self.o
-        waiting = o.learner_ref is None and self._ready() < o.schedule.batch_trajectories
+    def signals(self, loop: LoopState) -> None:
+        waiting = not loop.stepping and loop.ready < self.batch_trajectories
         slots = self.config.episodes_per_worker * len(self.units.open())
-        self.meter.set(learner_waiting=waiting, held_slots=o.held_slots, slots=slots)
+        self.meter.set(learner_waiting=waiting, held_slots=loop.held_slots, slots=slots)
 
-    def finished(self, trajectories: list, version: int, max_staleness: int) -> None:
+    def finished(self, trajectories: list, version: int) -> None:
+        """Episodes done (without error) while the learner was at `version`."""
         for trajectory in trajectories:
-            fresh = staleness(trajectory, version) <= max_staleness
+            fresh = staleness(trajectory, version) <= self.max_staleness
             self.fresh[trajectory.trajectory_id] = (fresh, trajectory.episode_seconds)
 
     def dropped(self, ids: list[str], *, lagging: bool) -> None:
@@ -155,7 +188,7 @@ class Multiplex:
             if (episode := episode_record(trajectory, self.steps)) is not None:
                 self.profile.append(episode)
         tokens = sum(len(t.token_ids) for t in batch.trajectories)
-        ranks = len(self.o.learner.ranks)
+        ranks = self.devices.ranks()
         self.profile.append({"kind": "learner_step", "tokens": tokens, "seconds": round(seconds, 4), "units": ranks,
                              "step": self.steps})  # fmt: skip
         switches = self.units.done[self.reported :]
@@ -177,9 +210,6 @@ class Multiplex:
             record[f"switch_{direction}_s"] = round(sum(mine), 4)
 
     # -- switches -----------------------------------------------------------------------------
-    def _ready(self) -> int:
-        return sum(len(trajectories) for _, trajectories, _ in self.o.schedule.ready)
-
     def _request(self, switches: list[Switch], now: float, reason: str) -> None:
         for switch in self.units.request(switches, now, reason):
             unit = self.units.units[switch.unit]
@@ -199,30 +229,31 @@ class Multiplex:
         """References the loop waits on with its episodes: the in-flight resize's."""
         return list(self.resizing.refs) if self.resizing is not None else []
 
-    def move(self) -> None:
-        """Take the switches in flight as far as they can go now (module docstring)."""
-        o, ray = self.o, self.o.ray
+    def move(self, stepping: bool) -> None:
+        """Take the switches in flight as far as they can go now (module docstring);
+        `stepping`: a learner step is in flight (the learner is not resized under it)."""
+        devices, ray = self.devices, self.devices.ray
         if self.resizing is not None and not self._finish_resize(block=False):
             return  # one resize at a time: the next waits for the learner's new size
         started = time.monotonic()  # several workers sleep (and wake) at once: each is timed from the start
-        sleeping = {index: o.workers[index].sleep.remote() for index in self.units.drained(o._episodes())}
+        sleeping = {index: devices.sleep(index) for index in self.units.drained(devices.episodes())}
         for index, ref in sleeping.items():
             try:
                 ray.get(ref)
             except ray.exceptions.RayActorError:
                 logger.warning("multiplex: worker %d died before sleeping; restarted, it stays in rollout", index)
-                o._restart_worker(index)
+                devices.restart(index)
                 self.units.cancel(index)
                 continue
             self.units.slept(index, time.monotonic() - started)
-        if o.learner_ref is not None:
+        if stepping:
             return  # a step is in flight: the learner changes size only between steps
         grow, shrink = self.units.due()
         if not grow and not shrink:
             return
-        before, ranks = len(o.learner.ranks), self.units.ranks()
+        before, ranks = devices.ranks(), self.units.ranks()
         started = time.monotonic()
-        self.resizing = _Resize(o.learner.resize_refs(ranks), grow, shrink, before, ranks, started)
+        self.resizing = _Resize(devices.resize(ranks), grow, shrink, before, ranks, started)
         self._finish_resize(block=False)  # done already when nothing had to move
 
     def settle(self) -> None:
@@ -234,7 +265,7 @@ class Multiplex:
         """Complete the in-flight resize's switches if every rank has its state (or, with
         `block`, once they all have): the units' books, then the leaving units' workers wake
         with the newest weights. Whether it completed."""
-        o, ray, resize = self.o, self.o.ray, self.resizing
+        devices, ray, resize = self.devices, self.devices.ray, self.resizing
         if resize.refs:
             ready, _ = ray.wait(resize.refs, num_returns=len(resize.refs), timeout=None if block else 0)
             if len(ready) < len(resize.refs):
@@ -245,13 +276,13 @@ class Multiplex:
         resize_s = now - resize.started
         self.units.resized(resize.grow, resize_s, now, now - self.start)
         started = time.monotonic()
-        waking = {index: o.workers[index].wake.remote(o.version, o.weights_ref) for index in resize.shrink}
+        waking = {index: devices.wake(index) for index in resize.shrink}
         for index, ref in waking.items():
             try:
                 ray.get(ref)
             except ray.exceptions.RayActorError:  # a restarted worker starts awake, with the weights
                 logger.warning("multiplex: worker %d died asleep; restarted", index)
-                o._restart_worker(index)
+                devices.restart(index)
             now = time.monotonic()
             self.units.woke(index, resize_s, now - started, now, now - self.start)
         moved = len(resize.grow) + len(resize.shrink)
@@ -264,18 +295,18 @@ class Multiplex:
         return True
 
     def restore(self) -> None:
-        """After the last step (no step in flight): every unit back to its home pool, so that
-        what runs after RL (the evaluation) finds the configured (or planned) split. Units still
-        draining with episodes on them stay in rollout."""
+        """After the last step (the loop calls it with no step in flight): every unit back to
+        its home pool, so that what runs after RL (the evaluation) finds the configured (or
+        planned) split. Units still draining with episodes on them stay in rollout."""
         self.settle()
         for unit in self.units.units:
             if unit.role == ROLLOUT and unit.target == LEARNER:
                 self.units.cancel(unit.index)
-        self.move()  # units asleep in transit join the learner first
+        self.move(stepping=False)  # units asleep in transit join the learner first
         self.settle()
         away = [Switch(u.index, u.home) for u in self.units.units if u.role != u.home and u.target is None]
         self._request(away, time.monotonic(), "the run is over: back to its home pool")
-        self.move()
+        self.move(stepping=False)
         self.settle()
 
     # -- the planner --------------------------------------------------------------------------
@@ -285,7 +316,6 @@ class Multiplex:
         return mine + [{"kind": "switch", **s} for s in self.units.done]
 
     def _plan(self, now: float) -> None:
-        o = self.o
         self.planned = True
         try:
             model = fit(self.records(self.profile_steps))
@@ -293,14 +323,14 @@ class Multiplex:
             logger.warning("multiplex: no time model from the profile (%s); keeping the configured split", exc)
             return
         split = make_plan(
-            model, len(self.units.units), o.schedule.batch_trajectories,
-            episodes_per_unit=self.config.episodes_per_worker, max_staleness=o.schedule.max_staleness,
+            model, len(self.units.units), self.batch_trajectories,
+            episodes_per_unit=self.config.episodes_per_worker, max_staleness=self.max_staleness,
         )  # fmt: skip
         self.model, self.plan = model.to_dict(), split.to_dict()
         logger.info("multiplex: time model %s", json.dumps(model.summary()))
         rollout = [u for u in self.units.units if u.role == ROLLOUT]
         learner = [u for u in self.units.units if u.role == LEARNER]
-        episodes = o._episodes()
+        episodes = self.devices.episodes()
         move = len(rollout) - split.rollout_units
         if move > 0:  # the idlest rollout units go first
             chosen = sorted(rollout, key=lambda u: (episodes.get(u.index, 0), -u.index))[:move]
@@ -319,7 +349,6 @@ class Multiplex:
         model fitted on the whole run, every switch."""
         if self.path is None:
             return
-        o = self.o
         try:
             whole = fit(self.records()).to_dict()
         except TimeModelError as exc:
@@ -328,9 +357,9 @@ class Multiplex:
             "policy": self.name,
             "units": len(self.units.units),
             "rollout_workers": self.config.rollout_workers,
-            "episodes_per_step": o.schedule.batch_trajectories,
+            "episodes_per_step": self.batch_trajectories,
             "episodes_per_unit": self.config.episodes_per_worker,
-            "max_staleness": o.schedule.max_staleness,
+            "max_staleness": self.max_staleness,
             "profile_steps": self.profile_steps,
             "model": self.model,
             "plan": self.plan,
@@ -339,3 +368,11 @@ class Multiplex:
             "profile": self.profile,
         }
         self.path.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def make_sharing(config: OrchestratorConfig, devices: Devices, **settings) -> DeviceSharing:
+    """The device sharing `config.multiplex` names; `settings`: `Multiplex`'s keyword
+    arguments (unused by `static`)."""
+    if config.multiplex == "static":
+        return StaticSplit(config.rollout_workers)
+    return Multiplex(config, devices, **settings)
