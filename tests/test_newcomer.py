@@ -209,7 +209,7 @@ def test_interrupted_training_saves_the_last_step_and_stops_ray(tmp_path, scratc
     # SIGTERM too: Ray's core installs a SIGTERM handler of its own (it dumped stacks).
     # `mode=sync`: right after a step's metrics line the learner waits for the next batch,
     # so the checkpoint of that step is always possible (in async mode the next step may
-    # be running; it is waited for up to `INTERRUPT_SAVE_S`, see AsyncRLRecipe.keep_progress).
+    # be running; it is waited for up to `INTERRUPT_SAVE_S`, see RLRecipe.keep_progress).
     overrides = ["run.steps=50", "orchestrator.episodes_per_step=1", "orchestrator.mode=sync"]
     overrides += ["rollout.max_turns=1", "rollout.max_new_tokens=8", f"run.output_dir={tmp_path}", "run.name=ctrl-c"]
     proc, _, err = _start(["trainer.train", *overrides], tmp_path, scratch, "train")

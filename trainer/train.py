@@ -3,7 +3,7 @@
     python -m trainer.train [CONFIG.yaml] [section.field=value ...]
 
 Reads the typed config (`trainer.config`), then runs the asynchronous RL recipe
-(`trainer.recipes.async_rl`): set up tasks, Ray, the learner and rollout workers; warm-start on
+(`trainer.recipes.rl`): set up tasks, Ray, the learner and rollout workers; warm-start on
 gold trajectories; evaluate; train with RL while episodes stream to the learner; evaluate
 again. Writes `runs/<run.name>/`: metrics.jsonl, metrics.png, tensorboard/, summary.json and
 checkpoints/.
@@ -23,9 +23,9 @@ from trainer.resolve import DERIVED, load_config
 def train(config: TrainConfig, *, sandbox_factory=None) -> Path:
     """Run training; returns the run folder (metrics.jsonl, metrics.png, checkpoints/).
     `sandbox_factory` replaces the configured backend's (tests inject failing sandboxes)."""
-    from trainer.recipes.async_rl import AsyncRLRecipe
+    from trainer.recipes.rl import RLRecipe
 
-    with AsyncRLRecipe(config, sandbox_factory=sandbox_factory) as recipe:
+    with RLRecipe(config, sandbox_factory=sandbox_factory) as recipe:
         try:
             recipe.setup()
             recipe.warm_start()

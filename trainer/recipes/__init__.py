@@ -1,8 +1,9 @@
 """Training recipes: one class per way of training, whose methods are the phases of a run
 (`setup`, `warm_start`, `evaluate`, `run`, `save`, `close`), in torchtune's shape.
 
-- `async_rl.AsyncRLRecipe`: asynchronous RL with rollout workers and a learner group on Ray
-  (`make train-swe`; SAO by default, any algorithm of `trainer.algorithms.registry`).
+- `rl.RLRecipe`: RL with rollout workers and a learner group on Ray, asynchronous or
+  synchronous (`orchestrator.mode`; `make train-swe`; SAO by default, any algorithm of
+  `trainer.algorithms.registry`).
 
 A new recipe (e.g. an online setting whose task stream shifts) is a new module here that
 reuses `trainer.build`, the orchestrator and the learner group; `trainer/train.py` stays

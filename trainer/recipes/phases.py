@@ -1,5 +1,5 @@
 """The pieces of a training run's phases as plain functions (the recipe in
-`trainer.recipes.async_rl` calls them): loading the tasks, the schedule, gold
+`trainer.recipes.rl` calls them): loading the tasks, the schedule, gold
 demonstrations, evaluation summaries, the run folder's files, and the progress bars of
 the phases before RL (one open at a time, log lines written above it)."""
 

@@ -1,7 +1,8 @@
-"""The asynchronous RL recipe behind `make train-swe`, in torchtune's shape: a class whose
-methods are the phases of a run, called in order by `trainer.train.train`:
+"""The RL recipe behind `make train-swe` (asynchronous by default, synchronous with
+`orchestrator.mode: sync`), in torchtune's shape: a class whose methods are the phases of a
+run, called in order by `trainer.train.train`:
 
-    recipe = AsyncRLRecipe(config)
+    recipe = RLRecipe(config)
     recipe.setup()         # run folder, tasks, Ray, learner group, resume, schedule, workers
     recipe.warm_start()    # supervised start on gold trajectories, critic pre-training
     recipe.evaluate("eval_before")
@@ -64,7 +65,7 @@ INTERRUPT_SAVE_S = 5.0
 """On an interrupt, how long the learner step in flight may take to end before the checkpoint."""
 
 
-class AsyncRLRecipe:
+class RLRecipe:
     def __init__(self, config: TrainConfig, *, sandbox_factory=None) -> None:
         """`sandbox_factory` replaces the configured backend's (tests inject failing sandboxes)."""
         self.config = resolve(config)  # a config built in code; load_config's is resolved already
@@ -333,7 +334,7 @@ class AsyncRLRecipe:
             logger.info("run folder: %s  metrics: %s (+ tensorboard/, %s)  checkpoint: %s", self.run_dir,
                         self.run_dir / "metrics.jsonl", chart.name, self.checkpoint)  # fmt: skip
 
-    def __enter__(self) -> AsyncRLRecipe:
+    def __enter__(self) -> RLRecipe:
         return self
 
     def __exit__(self, *exc) -> None:
