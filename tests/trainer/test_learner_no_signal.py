@@ -119,37 +119,29 @@ def test_skipped_no_signal_survives_a_checkpoint(tmp_path):
     assert (resumed.skipped_no_signal, resumed.version) == (1, 1)
 
 
+def grpo_learner(policy, positive: bool) -> Learner:
+    """GRPO, or its positive-only control (`algorithm.positive_advantages_only`)."""
+    algorithm = resolve_algorithm(AlgorithmConfig(name="grpo", positive_advantages_only=positive))
+    return Learner(policy, None, pad_id=0, algorithm=algorithm, optim=LearnerConfig(lr=1e-3))
+
+
 def test_positive_advantages_only_zeroes_the_negative_ones():
     """The control arm: the same GRPO step, its negative advantages zeroed before the loss."""
     rewards = [1.0, 0.0, 0.0, 0.0]
     runs = {}
     for positive in (False, True):
         policy = load_policy("tiny", seed=0)
-        learner = Learner(
-            policy,
-            None,
-            pad_id=0,
-            algorithm=resolve_algorithm(AlgorithmConfig(name="grpo", positive_advantages_only=positive)),
-            optim=LearnerConfig(lr=1e-3),
-        )
-        runs[positive] = learner.step(group(policy, rewards, range(4))).advantages
+        runs[positive] = grpo_learner(policy, positive).step(group(policy, rewards, range(4))).advantages
     plain, positive = runs[False], runs[True]
     # (r - mean) / (std + 1e-6), std unbiased: 0.75 / 0.5 and -0.25 / 0.5.
     assert plain["j0"] == pytest.approx(1.5, abs=1e-5) and plain["j1"] == pytest.approx(-0.5, abs=1e-5)
     assert positive == {"j0": plain["j0"], "j1": 0.0, "j2": 0.0, "j3": 0.0}
 
 
-def test_positive_advantages_only_on_failures_alone_is_no_signal():
+def test_positive_advantages_only_trains_on_a_success_and_skips_equal_rewards():
     policy = load_policy("tiny", seed=0)
-    learner = Learner(
-        policy,
-        None,
-        pad_id=0,
-        algorithm=resolve_algorithm(AlgorithmConfig(name="grpo", positive_advantages_only=True)),
-        optim=LearnerConfig(lr=1e-3),
-    )
+    learner = grpo_learner(policy, positive=True)
     learner.step(group(policy, [1.0, 0.0], range(2)))
-    before = snapshot(learner)
     # A group of one success among failures has a positive advantage: it trains.
     assert learner.step(group(policy, [0.0, 1.0], range(2, 4))).metrics["version"] == 2
     before = snapshot(learner)
