@@ -109,17 +109,10 @@ class BatchingWorker:
     without the rest of a rollout worker."""
 
     def __init__(self, engine, batcher=None) -> None:
-        from collections import OrderedDict
+        from trainer.orchestrator.turn_batching import TurnBatcher
 
-        from trainer.orchestrator.worker import TurnBatcher
-
-        self._lock = threading.RLock()
-        self._weights = OrderedDict()
         self.engine = engine
-        self.batcher = (batcher or TurnBatcher)(self)
-
-    def _engine_for(self, pinned):
-        return self.engine
+        self.batcher = (batcher or TurnBatcher)(threading.RLock(), lambda pinned: engine, lambda: None)
 
 
 def run_slots(engine, first_prompts, observation):

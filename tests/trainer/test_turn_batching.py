@@ -10,7 +10,7 @@ import torch
 from bench.perf.rollout import BatchingWorker
 from trainer.inference.engines.hf import HFEngine
 from trainer.inference.models import load_policy
-from trainer.orchestrator.worker import TurnBatcher
+from trainer.orchestrator.turn_batching import TurnBatcher
 
 
 def prompts(count: int = 4) -> list[list[int]]:
