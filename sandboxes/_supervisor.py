@@ -65,6 +65,10 @@ A command that kills, replaces (`exec`) or exits the shell just ends that genera
 Runs under the sandbox's own python3 (the host's for the local backend, the image's for
 docker), so it must stay compatible with Python 3.8+ and import nothing outside the stdlib.
 It must be pid 1 of its own pid namespace: `kill(-1)` anywhere else would hit the host.
+
+Over 450 lines on purpose: it is shipped into every sandbox as one stdlib-only source and
+run there as the sandbox's one process, so it cannot import a helper from a second file:
+shell generations, jobs, file operations, capabilities and id-mapped overlays all live here.
 """
 
 import base64

@@ -10,6 +10,10 @@ Attacks (the `ATTACKS` table) each end within their timeout + 2 s, leave the hos
 was (the scratch files outside the workspace, the workspace original, nothing new on the
 host), leave the sandbox usable with nothing of the attack still running, and say what
 stopped them (`timed_out`, `truncated`, `cause`, or `SandboxError` for infrastructure).
+
+Over 450 lines on purpose: it is the catalogue of what a backend must do, one short function
+per check or attack (about 45); a new backend's author reads it as one list, and
+`run_checks` runs it whole.
 """
 
 from __future__ import annotations

@@ -28,6 +28,11 @@ hash of the workspace, the base image and the owner), so that a fork's commit ho
 what the sandbox changed. `fork()` commits the running container (the supervisor is idle
 between commands and nothing else survives a command, so no pause is needed) and starts
 a new container from that image with the same cwd and exports.
+
+Over 450 lines on purpose: one backend, whole: the engine client, the image and workspace
+layers, the disk watch, the attach transport and the sandbox class share docker-only state
+(labels, cleanup hooks, the quota driver) that no other module uses; the contract every
+backend meets is `base.py`.
 """
 
 from __future__ import annotations

@@ -34,6 +34,10 @@ built per backend by `sandboxes.pyenv.prepare` (a definition with one must be pr
 before `spec()`). The shipped `images/base.yaml` is the local base image: debootstrap +
 `docker import`, because no registry is reachable here; where one is, `image:` can name
 any published image instead.
+
+Over 450 lines on purpose: the definition schema and the image builds it names are read
+together: each build step (debootstrap, Dockerfile, copied files) is checked where its field
+is parsed, and the content hash covers exactly what the builds read.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ Two layouts:
   commands share the supervisor's one uid: pid 1 and non-dumpable still keep signals,
   ptrace and /proc/1/fd from them, but `prlimit` on pid 1 is not refused (there is no
   second uid in an unprivileged user namespace to give them).
+
+Over 450 lines on purpose: one backend, whole: the bubblewrap command, the copy-on-write
+layers and shared bases, the pipe transport and the sandbox class share bwrap-only state;
+the contract every backend meets is `base.py`.
 """
 
 from __future__ import annotations

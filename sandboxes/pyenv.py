@@ -36,6 +36,10 @@ Backends:
   `system_check` passes on the host (the host already has what they make).
 Failures raise `EnvironmentBuildError` naming the part (`python`, `system`, `setup`,
 `install`), the step and the tail of its output; the whole log is kept beside the build.
+
+Over 450 lines on purpose: one feature on both backends: find a CPython, settle pip's
+settings, then cache, lock and build the environment locally or in docker; the two builds
+share the cache key, the lock and the error messages.
 """
 
 from __future__ import annotations

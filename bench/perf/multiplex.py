@@ -47,6 +47,10 @@ the static run (`model_from_run`, with the switch times and learner sizes only t
 multiplexed runs measure) simulates the same configuration (`simulate_configuration`), and
 the table shows real and simulated side by side with the simulator's error (`real_*` keys
 in the JSON). `--real-runs DIR` compares runs kept earlier with `--workdir DIR`.
+
+Over 450 lines on purpose: one benchmark whose two halves report into one table: the
+simulated configurations and the real runs they are checked against, with the time model
+fitted from one and fed to the other.
 """
 
 from __future__ import annotations

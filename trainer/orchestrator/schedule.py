@@ -46,6 +46,10 @@ have unequal sizes. Each learner batch reports its allocation (`allocation_metri
 Faults: an infrastructure error (sandbox died, grading failed, worker crashed or hung) puts
 the job back in the queue with the same seed, up to `max_attempts`; after that it is
 dropped and counted, never scored 0.
+
+Over 450 lines on purpose: `Schedule`'s rules (admission, staleness, groups, VIGOR's rounds,
+retries) and its checkpointed state are one piece of bookkeeping; every rule reads and
+changes the same queues, so a split would spread one state over several modules.
 """
 
 from __future__ import annotations

@@ -5,9 +5,10 @@
 The folder holds a tokenizer, a chat template and a model config, and no weights: the
 policy is randomly initialised from a seed at load time (`trainer.inference.models.load_policy`).
 Nothing is downloaded; everything below is built from this repository's own text.
-It runs only when the shipped folder must change, never in training, and is longer than
-most modules because the tokenizer's corpus, merges and chat template are written out here
-in one piece, where a reader can check what the shipped files were made from.
+It runs only when the shipped folder must change, never in training.
+
+Over 450 lines on purpose: the tokenizer's corpus, merges and chat template are written out
+here in one piece, where a reader can check what the shipped files were made from.
 
 - Tokenizer: byte-level BPE (ByteLevel pre-tokenizer and decoder over all 256 bytes), so
   any NFC text round-trips exactly through encode/decode. The pipeline is Qwen2's (NFC,

@@ -14,7 +14,7 @@ continuous batching): each row computes its uncached prompt alone, its cache is 
 into the batch's left-padded one, one forward per step decodes every live row, and a row
 that finishes (its stop token or its own token budget) leaves the batch at once, its cache
 kept in the LRU. This is what lets a worker batch the turns of its concurrent episodes as
-they arrive (`trainer.orchestrator.worker.TurnBatcher`) without recomputing their prompts.
+they arrive (`trainer.orchestrator.turn_batching.TurnBatcher`) without recomputing their prompts.
 
 Seeds: `seed` seeds one generator for the whole call; `seeds` (one per prompt) gives each
 row its own generator, drawn exactly as the row alone would draw it, so an episode's
@@ -39,6 +39,10 @@ SAPO checkpoint's export), and rows that a weight update appends to its vocabula
 learner that reserved value tokens after this engine was built from the original
 checkpoint sends two more rows than the engine has; the engine grows to match and bans
 them, since nothing it was built with can have produced them.
+
+Over 450 lines on purpose: `Decode` (the continuous batch) is the engine's own decoding
+loop: it reads and fills the engine's prefix cache in the engine's KV layout, which nothing
+outside this module touches.
 """
 
 from __future__ import annotations

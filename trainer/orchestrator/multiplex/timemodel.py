@@ -30,6 +30,10 @@ term of which the profiling phase of a run can measure:
 cannot determine (a single concurrency, a single learner size, no measured switch) keep
 the values passed in and are named in `TimeModel.assumed`, so the logged model says what
 was measured and what was assumed. Pure Python: no numpy, no torch.
+
+Over 450 lines on purpose: `fit` estimates exactly the terms `TimeModel` uses, and reading
+the two side by side is how one checks that the profiling phase measures what the model
+needs.
 """
 
 from __future__ import annotations
