@@ -6,7 +6,7 @@ import pytest
 
 from trainer.algorithms.curriculum import PACController
 from trainer.inference.trajectory import Trajectory
-from trainer.orchestrator.schedule import EpisodeResult, Schedule, TaskPicker, staleness
+from trainer.orchestrator.schedule import EpisodeResult, Schedule, TaskPicker, off_schedule_jobs, staleness
 
 TASKS = [("a", "f1"), ("b", "f1"), ("c", "f2")]
 
@@ -393,3 +393,20 @@ def test_a_group_dropped_stale_is_replaced_and_the_window_keeps_its_size():
     assert schedule.lost_groups == 1
     # Window (2 + 1 + 1) x 2 = 8 groups, of which group 0 is lost: three new ones, not two.
     assert [j.job_id for j in schedule.next_jobs(version=2, free_slots=100)] == [6, 7, 8]
+
+
+def test_off_schedule_jobs_take_the_tasks_in_turn_with_ids_below_the_schedules():
+    from types import SimpleNamespace
+
+    tasks = [SimpleNamespace(id=task_id, family=family) for task_id, family in TASKS]
+    jobs = off_schedule_jobs(tasks, [1_000_000 + i for i in range(4)], first_id=-1_000_000)
+    assert [(j.job_id, j.group, j.task_id, j.family, j.seed, j.batch) for j in jobs] == [
+        (-1_000_000, -1_000_000, "a", "f1", 1_000_000, -1),
+        (-1_000_001, -1_000_001, "b", "f1", 1_000_001, -1),
+        (-1_000_002, -1_000_002, "c", "f2", 1_000_002, -1),
+        (-1_000_003, -1_000_003, "a", "f1", 1_000_003, -1),
+    ]
+    scheduled = _schedule().next_jobs(version=0, free_slots=10)
+    assert min(j.job_id for j in scheduled) >= 0  # the schedule's own ids never meet these
+    with pytest.raises(ValueError, match="first_id=0: off-schedule ids are negative"):
+        off_schedule_jobs(tasks, [1], first_id=0)

@@ -77,6 +77,26 @@ class EpisodeJob:
     attempt: int = 0
 
 
+def off_schedule_jobs(tasks: list, seeds: list[int], first_id: int) -> list[EpisodeJob]:
+    """Jobs played outside RL (evaluation, critic pre-training; `Orchestrator.play`): the
+    tasks in turn, one job per seed. Their ids (and groups) count down from `first_id`, which
+    is negative: the schedule numbers its own jobs from 0 up, so the two never meet in a log
+    line or a tree id. `batch=-1`: they belong to no learner batch."""
+    if first_id >= 0:
+        raise ValueError(f"first_id={first_id}: off-schedule ids are negative (the schedule's are >= 0)")
+    return [
+        EpisodeJob(
+            job_id=first_id - i,
+            group=first_id - i,
+            task_id=tasks[i % len(tasks)].id,
+            family=tasks[i % len(tasks)].family,
+            seed=seed,
+            batch=-1,
+        )
+        for i, seed in enumerate(seeds)
+    ]
+
+
 @dataclass
 class EpisodeResult:
     job_id: int

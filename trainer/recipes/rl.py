@@ -60,7 +60,11 @@ from trainer.samples import SampleWriter
 logger = logging.getLogger(__name__)
 
 EVAL_SEED = 1_000_000
-"""Evaluation episodes draw seeds from here on: no training episode uses them."""
+"""Evaluation episodes draw seeds from here on: no training episode uses them. Their job ids
+count down from -EVAL_SEED (`off_schedule_jobs`)."""
+CRITIC_PRETRAIN_FIRST_ID = -1
+"""Critic pre-training's episodes: job ids and seeds count down from here (-1, -2, ...),
+below the schedule's ids and seeds (>= 0) and above evaluation's ids."""
 INTERRUPT_SAVE_S = 5.0
 """On an interrupt, how long the learner step in flight may take to end before the checkpoint."""
 
@@ -201,14 +205,11 @@ class RLRecipe:
         if config.critic_pretrain_steps and not self.resumed and self.learner.call(Learner.has_critic):
             # One batch's worth of episodes, cycling over the tasks (a single task still gets
             # `episodes_per_step` rollouts: the value of one outcome is no baseline).
-            from trainer.orchestrator.schedule import EpisodeJob
+            from trainer.orchestrator.schedule import off_schedule_jobs
 
             count = self.config.orchestrator.episodes_per_step * self.config.algorithm.group_size
-            picks = [self.tasks[i % len(self.tasks)] for i in range(count)]
-            jobs = [
-                EpisodeJob(job_id=-1 - i, group=-1 - i, task_id=t.id, family=t.family, seed=-1 - i, batch=-1)
-                for i, t in enumerate(picks)
-            ]
+            seeds = [CRITIC_PRETRAIN_FIRST_ID - i for i in range(count)]
+            jobs = off_schedule_jobs(self.tasks, seeds, first_id=CRITIC_PRETRAIN_FIRST_ID)
             logger.info("critic pre-training: playing %d episodes", len(jobs))
             played = self.orchestrator.play(jobs, progress="critic pre-training: episodes")
             with progress_bar(config.critic_pretrain_steps, "critic pre-training: updates", "step") as bar:
@@ -227,15 +228,10 @@ class RLRecipe:
         episodes = self.config.evaluation.episodes
         if not episodes or (key == "eval_before" and self.resumed):
             return None
-        from trainer.orchestrator.schedule import EpisodeJob
+        from trainer.orchestrator.schedule import off_schedule_jobs
 
         self.orchestrator.publish(self.learner.call(Learner.version), wait=True)  # the newest weights everywhere
-        jobs = [
-            EpisodeJob(
-                job_id=-EVAL_SEED - i, group=-EVAL_SEED - i, task_id=t.id, family=t.family, seed=EVAL_SEED + i, batch=-1
-            )
-            for i, t in enumerate(self.tasks[i % len(self.tasks)] for i in range(episodes))
-        ]
+        jobs = off_schedule_jobs(self.tasks, [EVAL_SEED + i for i in range(episodes)], first_id=-EVAL_SEED)
         logger.info("evaluating: %d episodes on fixed seeds", len(jobs))
         when = "before" if key == "eval_before" else "after"
         result = success_summary(self.orchestrator.play(jobs, progress=f"evaluating ({when} RL)"))
