@@ -229,7 +229,7 @@ def test_interrupted_training_saves_the_last_step_and_stops_ray(tmp_path, scratc
     done = int(match[1])
     assert steps == list(range(1, done + 1)) and match[3] == f"step_{done:06d}"
 
-    from trainer.orchestrator.loop import latest_checkpoint
+    from trainer.checkpoints import latest_checkpoint
 
     checkpoint = latest_checkpoint(run_dir)  # what run.resume=auto continues from
     assert checkpoint == run_dir / "checkpoints" / match[3]

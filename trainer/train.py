@@ -102,7 +102,7 @@ def lost_actor_line(exc: BaseException, config) -> str:
     """One line for a lost actor: what died, and how to go on from the newest checkpoint."""
     from pathlib import Path
 
-    from trainer.orchestrator.loop import latest_checkpoint
+    from trainer.checkpoints import latest_checkpoint
 
     run_dir = Path(config.run.output_dir) / config.run.name
     newest = latest_checkpoint(run_dir, verify=False)

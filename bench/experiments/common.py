@@ -185,7 +185,7 @@ class TrainingRunner:
         """Run `name` (`settings` on top of the overrides) for `steps` RL steps from `policy`
         (the seed's `warm_start`), in `runs/<name>-s<seed>`: kept when finished, resumed from
         its newest checkpoint when not."""
-        from trainer.orchestrator.loop import latest_checkpoint
+        from trainer.checkpoints import latest_checkpoint
         from trainer.resolve import load_config
         from trainer.train import train
 

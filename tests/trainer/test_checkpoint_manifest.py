@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from trainer.checkpoints import latest_checkpoint
 from trainer.inference.manifest import MANIFEST, ManifestError, problems, verify, write_manifest
-from trainer.orchestrator.loop import latest_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,9 +83,9 @@ def test_resume_auto_falls_back_past_a_damaged_file_and_names_it(run, tmp_path, 
     newest = copy / "checkpoints" / "step_000002"
     damaged = _file(newest, kind)
     _damage(damaged, how)
-    with caplog.at_level(logging.WARNING, logger="trainer.orchestrator.loop"):
+    with caplog.at_level(logging.WARNING, logger="trainer.checkpoints"):
         assert latest_checkpoint(copy) == copy / "checkpoints" / "step_000001"
-    lines = [r.getMessage() for r in caplog.records if r.name == "trainer.orchestrator.loop"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "trainer.checkpoints"]
     assert len(lines) == 1 and lines[0].startswith("skipping checkpoint step_000002: ")
     if kind == "manifest.json" and how == "flip":
         # One byte of the manifest changed: whichever entry it falls in no longer matches.

@@ -480,26 +480,6 @@ def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
     return True
 
 
-def latest_checkpoint(run_dir: Path, *, verify: bool = True) -> Path | None:
-    """The newest complete checkpoint of a run: published (partial writes are dot-folders,
-    skipped) with a manifest, and, when `verify`, whose files match it (sha256). Each newer
-    one that does not verify is skipped with one warning naming its first bad file and why."""
-    from trainer.inference.manifest import MANIFEST, problems
-
-    folder = run_dir / "checkpoints"
-    candidates = sorted(folder.glob("step_*"), reverse=True) if folder.is_dir() else []
-    for candidate in candidates:
-        if not verify:
-            if (candidate / MANIFEST).is_file():
-                return candidate
-            continue
-        found = problems(candidate)
-        if not found:
-            return candidate
-        logger.warning("skipping checkpoint %s: %s: %s", candidate.name, candidate / found[0].file, found[0].reason)
-    return None
-
-
 class _Devices:
     """The loop's hands as device sharing may use them (`multiplex.sharing.Devices`): a
     unit's worker sleeps, wakes with the newest weights or restarts; the learner resizes."""

@@ -91,10 +91,11 @@ class RLRecipe:
         when needed), Ray, the learner group (resumed when asked), the schedule and workers."""
         from trainer.build import engine_model
         from trainer.build import sandbox_factory as backend_factory
+        from trainer.checkpoints import latest_checkpoint
         from trainer.inference.manifest import verify
         from trainer.inference.models import verify_model_folder
         from trainer.orchestrator.learner_group import LearnerGroup
-        from trainer.orchestrator.loop import Orchestrator, WorkerSpec, latest_checkpoint, start_ray
+        from trainer.orchestrator.loop import Orchestrator, WorkerSpec, start_ray
 
         config = self.config
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -267,7 +268,7 @@ class RLRecipe:
         """After an interrupt (Ctrl-C, SIGTERM): finish the learner step in flight if it ends
         within `within_s`, save a checkpoint of the last completed step (unless it has one, or
         the state cannot be resumed from), and return what was kept and how to continue."""
-        from trainer.orchestrator.loop import latest_checkpoint
+        from trainer.checkpoints import latest_checkpoint
 
         self.interrupted = True
         try:
