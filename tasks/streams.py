@@ -1,6 +1,6 @@
 """Task streams: SAO's online setting, where the tasks a model trains on change during a run.
 
-A stream is a YAML file (`tasks/streams/online.yaml` is the built-in one) with phases, each
+A stream is a YAML file (`tasks/data/streams/online.yaml` is the built-in one) with phases, each
 a number of learner steps and the tasks picked during them, and variants: tasks derived
 from a source's tasks, so that the same task can change between phases.
 
@@ -47,7 +47,7 @@ from sandboxes.yaml_files import field_problems, load_mapping
 from tasks.spec import TASK_ID, Task, TaskError, _Strict, _tree_digest, workspace_cache_dir
 
 STREAM_PREFIX = "stream:"
-BUILTIN_STREAMS = Path(__file__).parent / "streams"
+BUILTIN_STREAMS = Path(__file__).parent / "data" / "streams"
 
 
 class VariantDefinition(_Strict):

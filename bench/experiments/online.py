@@ -4,7 +4,7 @@
                                        [--group-size 4] [--out DIR] [--json PATH]
                                        [--config configs/train_swe_oneturn.yaml] [key=value ...]
 
-Both methods train on the task stream (`tasks.source=stream:NAME`, `tasks/streams/online.yaml`
+Both methods train on the task stream (`tasks.source=stream:NAME`, `tasks/data/streams/online.yaml`
 by default: two families, the two others, phase 1's tasks with their repositories renamed,
 stricter hidden tests, phase 1 again) for as many learner steps as the stream has, with the
 config's settings otherwise (asynchronous by default):
@@ -271,7 +271,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser = experiment_parser(
         "online",
         "SAO (one rollout per prompt, critic) against GRPO (groups of G) on a task stream whose "
-        "distribution shifts (tasks/streams/online.yaml: families rotate, a repository renames its API, "
+        "distribution shifts (tasks/data/streams/online.yaml: families rotate, a repository renames its API, "
         "hidden tests get stricter, an early phase returns), at an equal rollout budget, over seeds, each "
         "seed from one shared warm start. Reports per method and phase, as mean ± std over seeds: training "
         "success, success at the phase's end, steps to recover 90%% of the previous phase's success after "
