@@ -18,9 +18,9 @@ import logging
 import sys
 from pathlib import Path
 
+from evals.quarantine import read_quarantine
 from evals.report import summarize
 from evals.store import QUARANTINE, RESULTS, RunFileError, RunStore, latest_by_instance, read_jsonl
-from evals.validate import read_quarantine
 from sandboxes.console import setup_logging
 
 log = logging.getLogger(__name__)

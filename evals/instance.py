@@ -70,7 +70,7 @@ def grade_fields(task: Task, attempt: Attempt) -> dict:
         fields["agent_env_resolved"] = grade.resolved
     required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
     if not result.resolved and (line := network_failure(grade.log, grade.statuses, required)):
-        fields["network_error"] = line  # a required test failed on the network: see evals.validate
+        fields["network_error"] = line  # a required test failed on the network: see evals.quarantine
     return fields
 
 

@@ -25,7 +25,7 @@ resolved / unresolved / empty patch / error (infrastructure, never unresolved) p
 repository and difficulty, with mean turns and tokens (`evals.report`). `--model gold` /
 `--model empty` submit the gold patch or nothing: oracle runs that check grading;
 `--validate-gold` also reruns gold failures and quarantines flaky instances
-(`evals.validate`). `evals/README.md` has the details.
+(`evals.quarantine`). `evals/README.md` has the details.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ from evals.instance import apply_official, grade_officially, record_official_in_
 from evals.official import HarnessCheck, check_harness, harness_version
 from evals.plan import PENDING, GradePlan, harness_specs, needs_run, plan_grading, swebench_rows
 from evals.pool import RunSandboxes, progress_postfix, run_pool, run_sandboxes
+from evals.quarantine import build_quarantine, needs_rerun, read_quarantine, write_quarantine
 from evals.report import build_report, markdown_report, status_of, summarize, write_chart
 from evals.runner import ORACLES, AgentSolver, OracleSolver, PredictionsSolver, Solver
 from evals.serve import ModelServer, ServeError, free_port, vllm_command
 from evals.store import RunStore
-from evals.validate import build_quarantine, needs_rerun, read_quarantine, write_quarantine
 from sandboxes.console import interrupted, interrupts, setup_logging
 from tasks import Task, TaskError, load_task_set
 

@@ -1,4 +1,4 @@
-"""`--validate-gold`: which instances the gold patch fails, and which of those are flaky.
+"""`--validate-gold` and the quarantine: which instances the gold patch fails, and which of those are flaky.
 
 Every instance is run once with its gold patch. Each one that is not resolved is run
 `reruns` more times: when its outcomes differ across runs it is flaky, and is quarantined

@@ -5,9 +5,9 @@ from pathlib import Path
 
 from agent_env import GradeResult, network_error
 from evals.config import EvalConfig
+from evals.quarantine import build_quarantine, classify
 from evals.runner import Attempt
 from evals.swe import evaluate
-from evals.validate import build_quarantine, classify
 from tests.conftest import needs_bwrap
 
 EVAL_TASKS = Path(__file__).parent.parent / "fixtures" / "eval_tasks"
