@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from agent_env.limits import limit_field
 from sandboxes.yaml_files import ConfigError  # noqa: F401  (re-exported: the error a bad config raises)
@@ -373,6 +373,19 @@ class TrainConfig(_Section):
     """Devices and the Ray cluster."""
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
     """Evaluation before and after RL."""
+
+    _resolved_as: str | None = PrivateAttr(default=None)
+    """The config as `trainer.resolve.resolve` returned it (JSON), so a later change shows."""
+
+    def mark_resolved(self) -> TrainConfig:
+        """Record this config as resolved (only `trainer.resolve.resolve` calls this)."""
+        self._resolved_as = self.model_dump_json()
+        return self
+
+    @property
+    def resolved(self) -> bool:
+        """Whether this is a resolved config, unchanged since: what the recipe runs."""
+        return self._resolved_as is not None and self._resolved_as == self.model_dump_json()
 
 
 def leaf_fields(model: type[BaseModel] = TrainConfig, prefix: str = ""):

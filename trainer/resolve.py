@@ -3,9 +3,10 @@
 `check(config, where)` states what must hold between sections (no single field can);
 `resolve(config)` settles every value derived from others, so each component reads its own
 section as it is and decides nothing more. `load_config` reads a file and overrides into
-the schema (`trainer.config`) and runs both; the recipe resolves a config built in code
-(resolving twice changes nothing), and the run's `config.yaml` is the resolved config: what
-ran, not what was asked.
+the schema (`trainer.config`) and runs both. The recipe runs only a resolved config
+(`TrainConfig.resolved`: `resolve`'s output, unchanged since), so a config built or changed
+in code goes through `resolve` first (resolving twice changes nothing); the run's
+`config.yaml` is the resolved config: what ran, not what was asked.
 
 What is derived (`DERIVED` holds the same list for `python -m trainer.train --help`):
 
@@ -138,7 +139,7 @@ def resolve(config: TrainConfig) -> TrainConfig:
             "rollout": rollout.model_copy(update={"prefix_cache": prefix_cache, "batch_turns": batch_turns}),
             "learner": learner.model_copy(update={"tree_packing": tree_packing}),
         }
-    )
+    ).mark_resolved()
 
 
 def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConfig:

@@ -105,3 +105,17 @@ def test_the_learner_refuses_an_unresolved_algorithm():
     with pytest.raises(ValueError, match="unresolved fields .* trainer.resolve.resolve_algorithm"):
         Learner(load_policy("tiny", seed=0), None, pad_id=0, algorithm=raw, optim=LearnerConfig())
     assert resolve_algorithm(raw).loss_aggregation == "sequence_mean"
+
+
+def test_the_recipe_runs_only_a_resolved_config_unchanged_since():
+    from trainer.config import ConfigError
+    from trainer.recipes.rl import RLRecipe
+
+    config = load_config(None, ["orchestrator.mode=sync"])
+    assert config.resolved
+    changed = config.model_copy(update={"orchestrator": config.orchestrator.model_copy(update={"mode": "async"})})
+    for unresolved in (TrainConfig(), changed):  # built in code; changed after resolving
+        assert not unresolved.resolved
+        with pytest.raises(ConfigError, match="the recipe runs a resolved config: .* trainer.resolve.resolve"):
+            RLRecipe(unresolved)
+    assert resolve(changed).resolved

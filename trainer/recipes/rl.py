@@ -35,7 +35,7 @@ from pathlib import Path
 import yaml
 
 from sandboxes.console import rearm
-from trainer.config import TrainConfig
+from trainer.config import ConfigError, TrainConfig
 from trainer.inference.manifest import MANIFEST
 from trainer.inference.models import load_tokenizer
 from trainer.inference.rollout import ChatFormat
@@ -54,7 +54,6 @@ from trainer.recipes.phases import (
     truncate_metrics,
     write_summary,
 )
-from trainer.resolve import resolve
 from trainer.samples import SampleWriter
 
 logger = logging.getLogger(__name__)
@@ -72,7 +71,12 @@ INTERRUPT_SAVE_S = 5.0
 class RLRecipe:
     def __init__(self, config: TrainConfig, *, sandbox_factory=None) -> None:
         """`sandbox_factory` replaces the configured backend's (tests inject failing sandboxes)."""
-        self.config = resolve(config)  # a config built in code; load_config's is resolved already
+        if not config.resolved:  # every derived value is settled once, before anything runs
+            raise ConfigError(
+                "the recipe runs a resolved config: load it with trainer.resolve.load_config, or pass one "
+                "built or changed in code through trainer.resolve.resolve"
+            )
+        self.config = config
         self.sandbox_factory = sandbox_factory
         self.run_dir = Path(config.run.output_dir) / config.run.name
         self.checkpoint: Path | None = None
