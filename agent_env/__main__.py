@@ -9,7 +9,9 @@ built for `--sandbox` (`local` or `docker`); `--instances` picks rows. A task th
 here (no clone, an environment that cannot be built, a required test that failed for want
 of the network) is reported as not runnable here, with the reason, apart from tasks that
 fail. Each verdict line gives the seconds it took and the log of both runs (`--logs DIR`); a
-failed task's lines say which required tests failed and which the log does not name. The
+failed task's lines say which required tests failed and which the log does not name, each
+line cut at `LINE_LIMIT` characters with how much more the log holds. Exit status: 0 every
+task valid, 1 a task failed, 3 none failed but some are not runnable here, 2 bad input. The
 rules (the dataset's for SWE-bench rows, a stricter one for authored tasks):
 tasks/README.md. (`python -m tasks list` lists tasks; validating grades them, which is this
 layer's work.)
@@ -32,21 +34,51 @@ def default_log_dir() -> Path:
     return workspace_cache_dir().parent / "validate-logs"
 
 
+LINE_LIMIT = 400
+"""The most characters of a verdict's cause or test list printed on one line: a row with
+hundreds of required tests would otherwise print lines of 20,000 characters."""
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_NOT_RUNNABLE = 0, 1, 2, 3
+"""`validate`'s exit statuses: a script tells a broken task from one it cannot run here."""
+
+
+def cut(text: str, log: str = "", limit: int = LINE_LIMIT) -> str:
+    """`text` whole when it fits in `limit` characters, else its start and how much more
+    there is (and where, when the verdict has a log)."""
+    if len(text) <= limit:
+        return text
+    where = f"; the full list: {log}" if log else ""
+    return f"{text[:limit].rstrip(' ,;')} ... ({len(text) - limit} more characters{where})"
+
+
 def format_validation(result: TaskValidation) -> list[str]:
     """A verdict as printed: `ok`/`FAIL`/`n/a`, the task, what was found, the seconds and the
     log; then a line per warning, and for a failed task which required tests the gold run
-    failed (with their statuses) and which its log does not name."""
+    failed (with their statuses) and which its log does not name. A failed task's first
+    words are its first problem; every cause and list is cut at `LINE_LIMIT` characters."""
     label = {"ok": "ok   ", "failed": "FAIL ", "unavailable": "n/a  "}[result.status]
-    text = {"ok": result.checked, "failed": "; ".join(result.problems), "unavailable": result.reason}[result.status]
+    if result.status == "failed":
+        text = "; ".join(cut(problem, result.log) for problem in result.problems)
+    else:
+        text = result.checked if result.status == "ok" else cut(result.reason, result.log)
     where = [f"{result.seconds:.1f} s"] if result.seconds or result.status != "unavailable" else []
     where += [f"log: {result.log}"] if result.log else []
     lines = [f"{label} {result.task_id}: {'; '.join([text, *where])}"]
-    lines += [f"      warning: {warning}" for warning in result.warnings]
+    lines += [f"      warning: {cut(warning, result.log)}" for warning in result.warnings]
     if result.failed_tests:
-        lines.append("      failed: " + ", ".join(f"{test} ({status})" for test, status in result.failed_tests))
+        failed = ", ".join(f"{test} ({status})" for test, status in result.failed_tests)
+        lines.append(f"      failed ({len(result.failed_tests)}): {cut(failed, result.log)}")
     if result.missing_tests:
-        lines.append("      missing (not in the log): " + ", ".join(result.missing_tests))
+        missing = ", ".join(result.missing_tests)
+        lines.append(f"      missing (not in the log) ({len(result.missing_tests)}): {cut(missing, result.log)}")
     return lines
+
+
+def exit_status(results: list[TaskValidation]) -> int:
+    """`EXIT_FAILED` when a task failed, else `EXIT_NOT_RUNNABLE` when one cannot run here,
+    else `EXIT_OK`."""
+    if any(r.status == "failed" for r in results):
+        return EXIT_FAILED
+    return EXIT_NOT_RUNNABLE if any(r.status == "unavailable" for r in results) else EXIT_OK
 
 
 def validate(
@@ -72,7 +104,7 @@ def validate(
     valid = sum(r.ok for r in results)
     unavailable = sum(r.status == "unavailable" for r in results)
     print(f"{valid}/{len(results)} tasks valid" + (f", {unavailable} not runnable here" if unavailable else ""))
-    return 0 if valid == len(results) else 1
+    return exit_status(results)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m agent_env",
         description=__doc__.split("\n")[0],
         epilog="example: python -m agent_env validate tasks/builtin/collections-lru-update-evicts"
-        "  (no PATH: the built-in suite)",
+        "  (no PATH: the built-in suite). Exit status: 0 every task valid, 1 a task failed, 3 none failed "
+        "but some are not runnable here, 2 bad input.",
     )
     parser.add_argument("command", choices=["validate"])
     add_source_arguments(parser)
@@ -108,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             return validate(args.paths, args.repo_cache, instances, args.sandbox, args.logs, args.build_workers)
         except TaskError as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_BAD_INPUT
         except BrokenPipeError:  # the reader went away (`... | head`): nothing left to say
             sys.stderr.close()
             return 0

@@ -78,11 +78,39 @@ def test_each_verdict_says_its_time_log_warnings_and_the_tests_that_failed_or_ar
     )  # fmt: skip
     assert format_validation(failed) == [
         "FAIL  x: gold patch does not resolve it (failing: a; missing: c); 3.0 s; log: /logs/x.log",
-        "      failed: a (ERROR), b (FAILED)",
-        "      missing (not in the log): c",
+        "      failed (2): a (ERROR), b (FAILED)",
+        "      missing (not in the log) (1): c",
     ]
     assert format_validation(TaskValidation("y", "unavailable", reason="not runnable here: no clone")) == [
         "n/a   y: not runnable here: no clone"
     ]
     offline = TaskValidation("z", "unavailable", reason="not gradable offline: ...", seconds=9.0, log="/logs/z.log")
     assert format_validation(offline) == ["n/a   z: not gradable offline: ...; 9.0 s; log: /logs/z.log"]
+
+
+def test_a_long_cause_or_test_list_is_cut_with_what_is_left_and_where():
+    tests = tuple((f"tests/test_big.py::test_case_{i:04d}", "FAILED") for i in range(500))
+    failed = TaskValidation(
+        "pytest-dev__pytest-5103", "failed", seconds=2.0, log="/logs/p.log", failed_tests=tests,
+        problems=("gold patch does not resolve it (failing: " + ", ".join(t for t, _ in tests) + ")",),
+    )  # fmt: skip
+    verdict, listed = format_validation(failed)
+    assert verdict.startswith("FAIL  pytest-dev__pytest-5103: gold patch does not resolve it (failing: tests/test_big")
+    cause = "gold patch does not resolve it (failing: " + ", ".join(t for t, _ in tests) + ")"
+    assert verdict.endswith(
+        f" ... ({len(cause) - 400} more characters; the full list: /logs/p.log); 2.0 s; log: /logs/p.log"
+    )
+    assert len(verdict) < 600 and listed.startswith("      failed (500): tests/test_big.py::test_case_0000 (FAILED)")
+    assert len(listed) < 500 and listed.endswith("more characters; the full list: /logs/p.log)")
+
+
+def test_the_exit_status_tells_failed_from_not_runnable():
+    from agent_env.__main__ import EXIT_FAILED, EXIT_NOT_RUNNABLE, EXIT_OK, exit_status
+
+    ok = TaskValidation("a", "ok", checked="fine")
+    na = TaskValidation("b", "unavailable", reason="no clone")
+    bad = TaskValidation("c", "failed", problems=("broken",))
+    assert (EXIT_OK, EXIT_FAILED, EXIT_NOT_RUNNABLE) == (0, 1, 3)
+    assert exit_status([ok]) == EXIT_OK and exit_status([]) == EXIT_OK
+    assert exit_status([ok, na]) == EXIT_NOT_RUNNABLE
+    assert exit_status([ok, na, bad]) == EXIT_FAILED
