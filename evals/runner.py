@@ -98,8 +98,8 @@ class OracleSolver(PatchSolver):
 
 class PredictionsSolver(PatchSolver):
     """Submits the patches of a predictions file in SWE-bench's format (another scaffold's
-    output, e.g. OpenHands'), so they are graded and reported like a run of our own. An
-    instance the file does not name gets an empty patch."""
+    output, e.g. OpenHands'), so they are graded and reported like a run of our own. The
+    run grades only the instances the file names (`evals.swe.predicted_tasks`)."""
 
     def __init__(self, path: Path, *, sandbox_factory: SandboxFactory | None = None) -> None:
         super().__init__(sandbox_factory=sandbox_factory)

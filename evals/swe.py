@@ -86,6 +86,36 @@ def _serve_if_needed(stack: contextlib.ExitStack, *, engine: str, model: str, ag
     agent_options.update(engine="openai", base_url=server.base_url)
 
 
+def predicted_tasks(tasks: list[Task], solver: PredictionsSolver, *, explicit: bool) -> list[Task]:
+    """The tasks a predictions file is graded on: those it has a prediction for. A task the
+    file does not name is left out and counted in one log line, never graded as an empty,
+    unresolved patch (which would lower the rate of a run made on a few instances); one named
+    by `--instances` (`explicit`) without a prediction is an error naming it."""
+    missing = [t.id for t in tasks if t.id not in solver.patches]
+    if explicit and missing:
+        raise ValueError(
+            f"{solver.path}: no prediction for {', '.join(missing[:5])}"
+            + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            + ": leave them out of --instances, or add their predictions"
+        )
+    if missing:
+        log.info(
+            "%s: predictions for %d of the dataset's %d instances; grading those %d (%d have no prediction and are "
+            "left out: --instances picks others)", solver.path, len(tasks) - len(missing), len(tasks),
+            len(tasks) - len(missing), len(missing),
+        )  # fmt: skip
+    known = {t.id for t in tasks}
+    if unknown := sorted(set(solver.patches) - known):
+        log.warning("%s: %d predictions name instances not in this dataset (e.g. %s): not graded",
+                    solver.path, len(unknown), ", ".join(unknown[:3]))  # fmt: skip
+    chosen = [t for t in tasks if t.id in solver.patches]
+    if not chosen:
+        raise ValueError(
+            f"{solver.path}: none of its {len(solver.patches)} predictions names an instance of the dataset"
+        )
+    return chosen
+
+
 def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool = True) -> dict:
     """Evaluate `config.model` on `config.tasks`; write the run into `config.run.output`;
     return the summary. `solver` replaces the model (a test double of the agent);
@@ -100,6 +130,8 @@ def evaluate(config: EvalConfig, *, solver: Solver | None = None, progress: bool
         solver = PredictionsSolver(config.model.predictions, sandbox_factory=sandboxes)
         model = solver.name
     tasks = load_task_set(dataset, config.tasks.ids or None, repo_cache=config.tasks.repo_cache)
+    if isinstance(solver, PredictionsSolver) and not grading.validate_gold:
+        tasks = predicted_tasks(tasks, solver, explicit=bool(config.tasks.ids))
     store = RunStore(output)
     is_agent = solver is None and model not in ORACLES  # a model runs (not oracles, nor a predictions file)
     if is_agent:  # a damaged export stops here, one line naming its first bad file

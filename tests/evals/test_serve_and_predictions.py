@@ -60,20 +60,26 @@ def test_predictions_of_another_scaffold_are_graded_like_a_run(tmp_path):
     lines = [
         {"instance_id": tasks[0].id, "model_name_or_path": "openhands/qwen", "model_patch": tasks[0].gold_patch},
         {"instance_id": tasks[1].id, "model_name_or_path": "openhands/qwen", "model_patch": "diff --git a/x b/x\n"},
-    ]  # the third instance has no prediction: an empty patch
+    ]  # the third instance has no prediction
+    lines.append({"instance_id": "not-in-the-dataset", "model_name_or_path": "openhands/qwen", "model_patch": "x"})
     path = tmp_path / "output.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    summary = evaluate(
-        EvalConfig(
-            model="ignored",
-            dataset="builtin",
-            instances=[t.id for t in tasks],
-            output=tmp_path / "run",
-            predictions=path,
-        ),
-        progress=False,
+    # Named by --instances without a prediction: one line naming it, nothing graded.
+    picked = EvalConfig(
+        model="ignored",
+        dataset="builtin",
+        instances=[t.id for t in tasks],
+        output=tmp_path / "picked",
+        predictions=path,
     )
-    assert (summary["resolved"], summary["unresolved"], summary["empty_patch"]) == (1, 1, 1)
+    with pytest.raises(ValueError, match=f"output.jsonl: no prediction for {tasks[2].id}: leave them out"):
+        evaluate(picked, progress=False)
+    # Over the whole dataset: only the predicted instances are graded (not 30, 28 of them empty).
+    summary = evaluate(
+        EvalConfig(model="ignored", dataset="builtin", output=tmp_path / "run", predictions=path), progress=False
+    )
+    assert (summary["resolved"], summary["unresolved"], summary["empty_patch"]) == (1, 1, 0)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["instances"] == [tasks[0].id, tasks[1].id]
     records = {
         r["instance_id"]: r for r in map(json.loads, (tmp_path / "run" / "results.jsonl").read_text().split("\n")[:-1])
     }
