@@ -2,7 +2,9 @@
 
 Every instance has one status:
 - `resolved` / `unresolved`: graded; unresolved includes a patch that does not apply;
-- `empty_patch`: the model submitted nothing (not graded: nothing can resolve);
+- `empty_patch`: the model submitted nothing (never counted as resolved, as the leaderboard
+  counts it; it is graded all the same, and `empty_patch_resolved` counts those whose tests
+  pass without a fix: a broken instance, or a grader that `--model empty` exists to catch);
 - `error`: infrastructure (no environment, a dead sandbox, a test run past its timeout,
   an inference server that kept failing), never counted as unresolved. Errors because the
   instance cannot run here at all (no repository, an environment that cannot be built:
@@ -80,6 +82,7 @@ def summarize(results: list[dict], quarantined: Iterable[str] = ()) -> dict:
         "counted": len(counted),
         **{status: counts[status] for status in STATUSES},
         "unavailable": sum(1 for r in counted if r["status"] == "error" and r.get("unavailable")),
+        "empty_patch_resolved": sum(1 for r in counted if r["status"] == "empty_patch" and r.get("resolved")),
         "quarantined": len(results) - len(counted),
         "resolved_rate": counts["resolved"] / len(counted) if counted else 0.0,
         "resolved_rate_ci": list(wilson_interval(counts["resolved"], len(counted))),
@@ -243,6 +246,14 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
         "",
         "Intervals are 95% Wilson score intervals of the resolved rate (over counted instances, and over graded ones).",
         "",
+    ]
+    if summary["empty_patch"]:
+        lines += [
+            f"Empty patches are graded too: {summary.get('empty_patch_resolved', 0)} of {summary['empty_patch']} "
+            "resolve (one that does is an instance whose tests pass without a fix).",
+            "",
+        ]
+    lines += [
         f"Mean turns {summary.get('mean_turns', 0)}, mean tokens {summary.get('mean_tokens', 0)} "
         f"({summary.get('mean_policy_tokens', 0)} generated) over the instances that ran. Errors are "
         "infrastructure failures, never counted as unresolved; quarantined instances are left out of every count.",

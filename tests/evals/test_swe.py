@@ -51,6 +51,11 @@ def test_status_and_summary_math():
     assert summary["resolved_rate"] == 0.25
     assert abs(summary["resolved_rate_of_graded"] - 1 / 3) < 1e-12  # errors are not unresolved
     assert summary["mean_turns"] == 4.0 and summary["mean_tokens"] == 60.0  # errors did not run
+    assert summary["empty_patch"] == 1 and summary["empty_patch_resolved"] == 0
+    # An empty patch whose tests pass is never resolved in the rate, but the summary says so.
+    broken = [{"instance_id": "e", "status": status_of({"patch": "", "resolved": True}), "resolved": True}]
+    assert (summarize(broken)["resolved"], summarize(broken)["empty_patch_resolved"]) == (0, 1)
+    assert "Empty patches are graded too: 1 of 1 resolve" in markdown_report(summarize(broken), broken, "empty", {})
 
     quarantined = summarize(results, quarantined=["b"])  # left out of every count and rate
     assert quarantined["quarantined"] == 1 and quarantined["counted"] == 3 and quarantined["unresolved"] == 0
