@@ -136,7 +136,10 @@ def judge(
     # An id neither run reports is misspelled (or not run by the test command), not the gold patch's fault.
     not_found = [t for t in required if t in gold.missing and t in empty.missing]
     seen = reported or {**empty.statuses, **gold.statuses}
-    problems = [_not_found(test, task, seen) for test in not_found]
+    if not_found and not seen:  # nothing ran: the runner crashed, so no id is "misspelled"
+        problems = [_reported_nothing(gold.log, len(not_found))]
+    else:
+        problems = [_not_found(test, task, seen) for test in not_found]
     failing = [t for t, _ in failed_tests if t not in not_found]
     missing = [t for t in missing_tests if t not in not_found]
     if not gold.patch_applied:
@@ -189,6 +192,17 @@ def _not_found(test: str, task: Task, reported: dict[str, str]) -> str:
         else f"none of the {len(reported)} ids it reports is close: does grading.test_command run it?"
     )
     return f"{field}: test id {test} not found in the test output ({hint})"
+
+
+def _reported_nothing(log: str, count: int) -> str:
+    """The cause when neither run reported a single test: the test command itself failed
+    (an import error, a runner that crashes on this version), with the last line it printed."""
+    lines = [line.strip() for line in log.splitlines() if line.strip() and not line.startswith("===")]
+    last = lines[-1][:300] if lines else "no output"
+    return (
+        f"the test command reported no test at all, so none of the {count} required tests can be found "
+        f"(the runner crashed or collected nothing; its last line: {last})"
+    )
 
 
 def _not_applied(log: str, patch: str) -> str:

@@ -164,3 +164,14 @@ def test_a_failing_row_lists_failed_and_missing_tests_apart():
     assert result.status == "failed"
     assert result.failed_tests == (("t.py::b", "ERROR"),) and result.missing_tests == ("t.py::c",)
     assert result.problems == ("gold patch does not resolve it (failing: t.py::b; missing: t.py::c)",)
+
+
+def test_a_runner_that_reports_no_test_is_one_cause_not_a_list_of_missing_ids():
+    crash = "=== gold patch ===\nImportError while loading conftest '/work/conftest.py'.\nE   ModuleNotFoundError: No module named 'py'\n"
+    gold, empty = _grade({}, crash), _grade({}, crash)
+    result = judge(ROW, gold, empty, seconds=1.0)
+    assert result.status == "failed"
+    assert result.problems[0] == (
+        "the test command reported no test at all, so none of the 3 required tests can be found (the runner "
+        "crashed or collected nothing; its last line: E   ModuleNotFoundError: No module named 'py')"
+    )
