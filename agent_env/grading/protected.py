@@ -191,17 +191,6 @@ def _shadows(parts: list[str], existing_top: frozenset[str]) -> bool:
     return top in SHADOWED
 
 
-def test_sections(text: str) -> str:
-    """The test-runner sections of a setup.cfg / pyproject.toml, as text (to compare two versions)."""
-    kept, inside = [], False
-    for line in text.splitlines():
-        if re.match(r"^\s*\[", line):
-            inside = bool(_TEST_SECTION.match(line))
-        if inside:
-            kept.append(line.rstrip())
-    return "\n".join(kept)
-
-
 def changes_test_sections(section: FilePatch, original: str) -> bool:
     """Whether a patch of setup.cfg / pyproject.toml changes a test-runner section.
 

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainer.algorithms.group import broadcast_to_tokens, dr_grpo_advantages, dynamic_sampling_mask, grpo_advantages
+from trainer.algorithms.group import dr_grpo_advantages, dynamic_sampling_mask, grpo_advantages
 from trainer.algorithms.losses import ADVANTAGE_ESTIMATORS, get_advantage_estimator
 
 # Rewards drawn from a few values so that ties and all-equal groups are common, as with 0/1 rewards.
@@ -62,8 +62,6 @@ def test_hand_computed_groups_of_unequal_size():
     assert dynamic_sampling_mask(torch.tensor([1.0, 1.05]), [0, 0], atol=0.1).tolist() == [False, False]
 
 
-def test_registry_and_broadcast():
+def test_registry():
     assert {"grpo": grpo_advantages, "dr_grpo": dr_grpo_advantages} == ADVANTAGE_ESTIMATORS
     assert get_advantage_estimator("dr_grpo") is dr_grpo_advantages
-    out = broadcast_to_tokens(torch.tensor([2.0, -1.0]), torch.tensor([[1, 1, 0], [0, 1, 1]]))
-    assert out.tolist() == [[2.0, 2.0, 0.0], [0.0, -1.0, -1.0]]

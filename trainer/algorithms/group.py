@@ -73,8 +73,3 @@ def dynamic_sampling_mask(
     high = rewards.new_full((n_groups,), -torch.inf).scatter_reduce(0, groups, rewards, "amax")
     low = rewards.new_full((n_groups,), torch.inf).scatter_reduce(0, groups, rewards, "amin")
     return (high - low)[groups] > atol
-
-
-def broadcast_to_tokens(sequence_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """One value per sequence [B] copied onto that sequence's `mask`ed tokens [B, T], 0 elsewhere."""
-    return sequence_values[:, None] * mask.to(sequence_values.dtype)

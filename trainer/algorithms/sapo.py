@@ -37,26 +37,6 @@ def sapo_value(
     return r_max * (gap.float() / tau).clamp(-1.0, 1.0)
 
 
-def sapo_value_from_hidden(
-    hidden: torch.Tensor,
-    lm_head_weight: torch.Tensor,
-    plus_id: int,
-    minus_id: int,
-    *,
-    lm_head_bias: torch.Tensor | None = None,
-    r_max: float = 1.0,
-    tau: float = 1.0,
-) -> torch.Tensor:
-    """The same readout from the final hidden states, without the full vocabulary projection:
-    `z+ - z- = h . (W[+] - W[-]) (+ b[+] - b[-])`. Use it at positions whose logits the policy
-    loss does not need (e.g. the Q position after the last response token)."""
-    direction = lm_head_weight[plus_id] - lm_head_weight[minus_id]
-    gap = hidden @ direction
-    if lm_head_bias is not None:
-        gap = gap + (lm_head_bias[plus_id] - lm_head_bias[minus_id])
-    return r_max * (gap.float() / tau).clamp(-1.0, 1.0)
-
-
 def ban_value_tokens(logits: torch.Tensor, plus_id: int, minus_id: int) -> torch.Tensor:
     """Logits with the reserved value tokens at -inf, for the policy's log-softmax and sampling."""
     banned = logits.clone()
