@@ -14,7 +14,8 @@ A sandbox definition's `python:` section asks for one:
 (`sandboxes.images.PythonEnv`: the section is part of the definition's schema, and this
 module stands above `sandboxes.images`, whose definitions and image builds it uses.)
 The virtualenv is at `/opt/venv` in the sandbox, the interpreter at its own prefix, and
-`PATH` and `VIRTUAL_ENV` point at the virtualenv. `prepare(definition, backend)` builds it
+`PATH` and `VIRTUAL_ENV` point at the virtualenv (`PYTHONUSERBASE` too, for a tool that
+runs the interpreter through a link of its own, as `tox --current-env` does). `prepare(definition, backend)` builds it
 and says how a sandbox runs it (`PreparedEnv`); builds are cached by content, in two
 levels, so that definitions that differ only in their workspace share the slow part:
 - the environment: the interpreter, `system` and `setup` steps (keyed by them);
@@ -330,6 +331,12 @@ def prepare(
     variables = {
         "VIRTUAL_ENV": VENV,
         "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        # A tool that links the interpreter elsewhere (tox --current-env, the sphinx rows' test
+        # command, links `.tox/py39/bin/python` to sys.executable) starts it outside the
+        # virtualenv: it finds no pyvenv.cfg there and runs as the bare interpreter. Its user
+        # site is then the virtualenv's site-packages (.pth files included); the virtualenv's
+        # own interpreter never reads a user site, so nothing else changes.
+        "PYTHONUSERBASE": VENV,
     }
     return dataclasses.replace(prepared, env=variables, seconds=time.monotonic() - started)
 

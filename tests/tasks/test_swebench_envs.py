@@ -238,6 +238,13 @@ def test_the_agent_sees_one_commit_and_the_spec_python(requests_task, monkeypatc
         run = env.sandbox.exec("git log --all --oneline | wc -l; python --version; python -c 'import requests, pytest'")
         assert run.output.split()[:3] == ["1", "Python", "3.9.18"], run.output
         assert env.sandbox.exec("touch /opt/venv/x").exit_code != 0  # the environment is read-only
+        # The interpreter run through a link of its own (what `tox --current-env` does, the
+        # sphinx rows' test command) still sees the environment's packages.
+        linked = env.sandbox.exec(
+            'mkdir -p /tmp/tox/bin && ln -s "$(command -v python)" /tmp/tox/bin/python && '
+            "/tmp/tox/bin/python -c 'import requests, pytest; print(pytest.__file__)'"
+        )
+        assert linked.exit_code == 0 and linked.output.startswith("/opt/venv/lib/python3.9/"), linked.output
 
 
 @needs_bwrap
