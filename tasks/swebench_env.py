@@ -50,6 +50,13 @@ SWEBENCH_BASE_PACKAGES = ("wget", "git", "build-essential", "libffi-dev", "libti
 # pip first, on its own: the pip a venv of an old Python brings cannot tell which releases
 # of the others still support that Python.
 BOOTSTRAP = 'python -m pip install --upgrade "pip<24.1"\npython -m pip install --upgrade "setuptools<70" wheel'
+RELEASE_DRIFT: dict[str, tuple[str, ...]] = {
+    # Pygments 2.19 (2025) renders code blocks differently; the harness's images (2024) had
+    # 2.18, and sphinx's tests compare its HTML byte for byte.
+    "sphinx-doc/sphinx": ("pygments<2.19",),
+}
+"""Packages whose releases since the harness built its images break a repository's tests:
+the newest release the images could have had, installed after the specification's own."""
 REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"
 HEREDOC = "EOF_59812759871"  # the harness's own delimiter
 LOCALE_CHECK = "locale -a | grep -qiE '^en_US\\.utf-?8$'"
@@ -184,6 +191,8 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs_list))
     if specs.get("pip_packages"):
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs["pip_packages"]))
+    if drift := RELEASE_DRIFT.get(row["repo"]):
+        setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in drift))
 
     edits = tuple(s for s in specs.get("pre_install", []) if is_repository_edit(s))
     system = [s for s in specs.get("pre_install", []) if not is_repository_edit(s)]
