@@ -1,8 +1,9 @@
 """Loading the policy and building the critic.
 
 `load_policy` takes any Hugging Face causal LM by name or path. The shipped `tiny` model
-(`trainer/inference/assets/tiny`: a config, a tokenizer and a chat template, no weights) is
-randomly initialised from a seed, so tests and the CPU demo need no model hub.
+(`trainer/inference/assets/tiny`: a config, a tokenizer and a chat template, no weights;
+made by `scripts/build_tiny_model.py`) is randomly initialised from a seed, so tests and the
+CPU demo need no model hub.
 
 `reserve_value_tokens` gives a policy SAPO's two value tokens (w+ and w-): one model is
 then both policy and critic, and no `ValueModel` is built.

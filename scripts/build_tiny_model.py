@@ -1,6 +1,6 @@
 """Regenerate the shipped `tiny` model folder (`trainer/inference/assets/tiny/`).
 
-    .venv/bin/python trainer/inference/assets/build_tiny.py [--out DIR] [--root DIR]
+    .venv/bin/python scripts/build_tiny_model.py [--out DIR] [--root DIR]
 
 The folder holds a tokenizer, a chat template and a model config, and no weights: the
 policy is randomly initialised from a seed at load time (`trainer.inference.models.load_policy`).
@@ -56,9 +56,8 @@ from tokenizers import (  # noqa: E402
     trainers,
 )
 
-HERE = Path(__file__).resolve().parent
-REPO_ROOT = HERE.parents[2]
-OUT_DIR = HERE / "tiny"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OUT_DIR = REPO_ROOT / "trainer" / "inference" / "assets" / "tiny"
 
 VOCAB_SIZE = 2048
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
