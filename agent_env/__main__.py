@@ -57,7 +57,7 @@ def format_validation(result: TaskValidation) -> list[str]:
     words are its first problem; every cause and list is cut at `LINE_LIMIT` characters."""
     label = {"ok": "ok   ", "failed": "FAIL ", "unavailable": "n/a  "}[result.status]
     if result.status == "failed":
-        text = "; ".join(cut(problem, result.log) for problem in result.problems)
+        text = cut("; ".join(result.problems), result.log)
     else:
         text = result.checked if result.status == "ok" else cut(result.reason, result.log)
     where = [f"{result.seconds:.1f} s"] if result.seconds or result.status != "unavailable" else []

@@ -102,6 +102,10 @@ def test_a_long_cause_or_test_list_is_cut_with_what_is_left_and_where():
     )
     assert len(verdict) < 600 and listed.startswith("      failed (500): tests/test_big.py::test_case_0000 (FAILED)")
     assert len(listed) < 500 and listed.endswith("more characters; the full list: /logs/p.log)")
+    # Many short problems (45 ids not found, say) make one long line too: cut as a whole.
+    many = TaskValidation("r", "failed", problems=tuple(f"test id t{i} not found" for i in range(45)), log="/l")
+    (line,) = format_validation(many)
+    assert line.startswith("FAIL  r: test id t0 not found; test id t1 not found;") and len(line) < 520
 
 
 def test_the_exit_status_tells_failed_from_not_runnable():
