@@ -125,7 +125,7 @@ def test_repository_edits_of_pre_install_are_committed_in_the_workspace(tmp_path
     assert task.grading.test_command.startswith("tox --current-env -epy39 -v --")
     # Pygments released since the harness's images changes the HTML sphinx's tests compare.
     setup = row_environment(row, clone, "row")[0]["python"]["setup"]
-    assert setup[-1] == "python -m pip install 'pygments<2.19'"
+    assert setup[-1] == "python -m pip install 'pygments<2.19' 'docutils<0.22'"
 
 
 def test_step_classification():
