@@ -44,6 +44,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError, field_validator
 
 from sandboxes.yaml_files import field_problems, load_mapping
+from tasks.sets import load_task_set
 from tasks.spec import TASK_ID, Task, TaskError, _Strict, _tree_digest, workspace_cache_dir
 
 STREAM_PREFIX = "stream:"
@@ -152,8 +153,6 @@ def resolve_stream(name: str) -> Path:
 def load_stream(name: str, repo_cache: str | Path | None = None) -> TaskStream:
     """Load a stream YAML and the tasks its phases pick (variants derived, workspaces written);
     errors name the file and the field."""
-    from tasks import load_task_set
-
     path = resolve_stream(name)
     try:
         definition = StreamDefinition.model_validate(load_mapping(path, TaskError))
