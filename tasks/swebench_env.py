@@ -50,14 +50,36 @@ SWEBENCH_BASE_PACKAGES = ("wget", "git", "build-essential", "libffi-dev", "libti
 # pip first, on its own: the pip a venv of an old Python brings cannot tell which releases
 # of the others still support that Python.
 BOOTSTRAP = 'python -m pip install --upgrade "pip<24.1"\npython -m pip install --upgrade "setuptools<70" wheel'
-RELEASE_DRIFT: dict[str, tuple[str, ...]] = {
-    # Pygments 2.19 (2025) renders code blocks differently; the harness's images (2024) had
-    # 2.18, and sphinx's tests compare its HTML byte for byte. docutils 0.22 (2025) dropped
-    # `docutils.utils.roman`, which sphinx 3.x imports (it asks only for docutils>=0.12).
-    "sphinx-doc/sphinx": ("pygments<2.19", "docutils<0.22"),
+RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
+    "sphinx-doc/sphinx": (
+        # Pygments 2.19 (2025) renders code blocks differently; the harness's images (2024)
+        # had 2.18, and sphinx's tests compare its HTML byte for byte.
+        (None, ("pygments<2.19",)),
+        # Sphinx 3.x asks only for docutils>=0.12, yet its rows' PASS_TO_PASS tests expect
+        # docutils 0.17's HTML (PEP and RFC links, `:kbd:`); 0.22 also dropped the
+        # `docutils.utils.roman` that 3.x imports. Sphinx 4 and later bound docutils themselves.
+        ("4.0", ("docutils<0.18",)),
+    ),
 }
 """Packages whose releases since the harness built its images break a repository's tests:
-the newest release the images could have had, installed after the specification's own."""
+(below this version, or None for every version; the pins), installed after the
+specification's own packages, so the repository's `install` step still moves a pin that
+its own requirements exclude."""
+
+
+def drift_pins(repo: str, version: object) -> list[str]:
+    """The `RELEASE_DRIFT` pins of `repo` at `version` (a SWE-bench version, `"3.5"`)."""
+
+    def number(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", text))
+
+    pins = []
+    for below, packages in RELEASE_DRIFT.get(repo, ()):
+        if below is None or number(str(version)) < number(below):
+            pins += packages
+    return pins
+
+
 REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"
 HEREDOC = "EOF_59812759871"  # the harness's own delimiter
 LOCALE_CHECK = "locale -a | grep -qiE '^en_US\\.utf-?8$'"
@@ -192,7 +214,7 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs_list))
     if specs.get("pip_packages"):
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs["pip_packages"]))
-    if drift := RELEASE_DRIFT.get(row["repo"]):
+    if drift := drift_pins(row["repo"], row.get("version", "")):
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in drift))
 
     edits = tuple(s for s in specs.get("pre_install", []) if is_repository_edit(s))
