@@ -46,7 +46,7 @@ def cut(text: str, log: str = "", limit: int = LINE_LIMIT) -> str:
     there is (and where, when the verdict has a log)."""
     if len(text) <= limit:
         return text
-    where = f"; the full list: {log}" if log else ""
+    where = f"; all of it in {log}" if log else ""
     return f"{text[:limit].rstrip(' ,;')} ... ({len(text) - limit} more characters{where})"
 
 

@@ -98,10 +98,10 @@ def test_a_long_cause_or_test_list_is_cut_with_what_is_left_and_where():
     assert verdict.startswith("FAIL  pytest-dev__pytest-5103: gold patch does not resolve it (failing: tests/test_big")
     cause = "gold patch does not resolve it (failing: " + ", ".join(t for t, _ in tests) + ")"
     assert verdict.endswith(
-        f" ... ({len(cause) - 400} more characters; the full list: /logs/p.log); 2.0 s; log: /logs/p.log"
+        f" ... ({len(cause) - 400} more characters; all of it in /logs/p.log); 2.0 s; log: /logs/p.log"
     )
     assert len(verdict) < 600 and listed.startswith("      failed (500): tests/test_big.py::test_case_0000 (FAILED)")
-    assert len(listed) < 500 and listed.endswith("more characters; the full list: /logs/p.log)")
+    assert len(listed) < 500 and listed.endswith("more characters; all of it in /logs/p.log)")
     # Many short problems (45 ids not found, say) make one long line too: cut as a whole.
     many = TaskValidation("r", "failed", problems=tuple(f"test id t{i} not found" for i in range(45)), log="/l")
     (line,) = format_validation(many)
