@@ -33,3 +33,5 @@ def test_a_row_runs_in_a_locally_built_image(tmp_path):
         env.reset()
         run = env.sandbox.exec("git log --all --oneline | wc -l; git tag | wc -l; python --version; whoami")
         assert run.output.split() == ["1", "0", "Python", "3.9.18", "sandbox"], run.output
+        attack = env.sandbox.exec(repo.USER_SITE_ATTACK)
+        assert attack.output.split() == repo.USER_SITE_DEFENDED, attack.output

@@ -253,6 +253,8 @@ def test_the_agent_sees_one_commit_and_the_spec_python(requests_task, monkeypatc
             "/tmp/tox/bin/python -c 'import requests, pytest; print(pytest.__file__)'"
         )
         assert linked.exit_code == 0 and linked.output.startswith("/opt/venv/lib/python3.9/"), linked.output
+        attack = env.sandbox.exec(repo.USER_SITE_ATTACK)
+        assert attack.output.split() == repo.USER_SITE_DEFENDED, attack.output
 
 
 @needs_bwrap
