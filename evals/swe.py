@@ -98,17 +98,13 @@ def predicted_tasks(tasks: list[Task], solver: PredictionsSolver, *, explicit: b
             + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
             + ": leave them out of --instances, or add their predictions"
         )
+    chosen = [t for t in tasks if t.id in solver.patches]
     if missing:
-        log.info(
-            "%s: predictions for %d of the dataset's %d instances; grading those %d (%d have no prediction and are "
-            "left out: --instances picks others)", solver.path, len(tasks) - len(missing), len(tasks),
-            len(tasks) - len(missing), len(missing),
-        )  # fmt: skip
-    known = {t.id for t in tasks}
-    if unknown := sorted(set(solver.patches) - known):
+        log.info("%s: predictions for %d of the dataset's %d instances; grading those (the other %d are left out: "
+                 "--instances picks others)", solver.path, len(chosen), len(tasks), len(missing))  # fmt: skip
+    if unknown := sorted(set(solver.patches) - {t.id for t in tasks}):
         log.warning("%s: %d predictions name instances not in this dataset (e.g. %s): not graded",
                     solver.path, len(unknown), ", ".join(unknown[:3]))  # fmt: skip
-    chosen = [t for t in tasks if t.id in solver.patches]
     if not chosen:
         raise ValueError(
             f"{solver.path}: none of its {len(solver.patches)} predictions names an instance of the dataset"

@@ -15,9 +15,10 @@ A sandbox definition's `python:` section asks for one:
 module stands above `sandboxes.images`, whose definitions and image builds it uses.)
 The virtualenv is at `/opt/venv` in the sandbox, the interpreter at its own prefix, and
 `PATH` and `VIRTUAL_ENV` point at the virtualenv (`PYTHONUSERBASE` too, for a tool that
-runs the interpreter through a link of its own, as `tox --current-env` does). `prepare(definition, backend)` builds it
-and says how a sandbox runs it (`PreparedEnv`); builds are cached by content, in two
-levels, so that definitions that differ only in their workspace share the slow part:
+runs the interpreter through a link of its own, as `tox --current-env` does).
+`prepare(definition, backend)` builds it and says how a sandbox runs it (`PreparedEnv`);
+builds are cached by content, in two levels, so that definitions that differ only in their
+workspace share the slow part:
 - the environment: the interpreter, `system` and `setup` steps (keyed by them);
 - over it, the workspace: `install` steps run in a copy of the workspace at `workdir`
   (an editable install then points at where sandboxes see the workspace), whose

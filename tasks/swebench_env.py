@@ -67,17 +67,19 @@ specification's own packages, so the repository's `install` step still moves a p
 its own requirements exclude."""
 
 
+def _version_number(version: object) -> tuple[int, ...]:
+    """A SWE-bench version (`"3.5"`, `3.10`) as numbers, so `3.10` sorts after `3.9`."""
+    return tuple(int(part) for part in re.findall(r"\d+", str(version)))
+
+
 def drift_pins(repo: str, version: object) -> list[str]:
     """The `RELEASE_DRIFT` pins of `repo` at `version` (a SWE-bench version, `"3.5"`)."""
-
-    def number(text: str) -> tuple[int, ...]:
-        return tuple(int(part) for part in re.findall(r"\d+", text))
-
-    pins = []
-    for below, packages in RELEASE_DRIFT.get(repo, ()):
-        if below is None or number(str(version)) < number(below):
-            pins += packages
-    return pins
+    return [
+        pin
+        for below, packages in RELEASE_DRIFT.get(repo, ())
+        if below is None or _version_number(version) < _version_number(below)
+        for pin in packages
+    ]
 
 
 REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"

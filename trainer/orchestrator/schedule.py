@@ -84,16 +84,10 @@ def off_schedule_jobs(tasks: list, seeds: list[int], first_id: int) -> list[Epis
     line or a tree id. `batch=-1`: they belong to no learner batch."""
     if first_id >= 0:
         raise ValueError(f"first_id={first_id}: off-schedule ids are negative (the schedule's are >= 0)")
+    picks = (tasks[i % len(tasks)] for i in range(len(seeds)))
     return [
-        EpisodeJob(
-            job_id=first_id - i,
-            group=first_id - i,
-            task_id=tasks[i % len(tasks)].id,
-            family=tasks[i % len(tasks)].family,
-            seed=seed,
-            batch=-1,
-        )
-        for i, seed in enumerate(seeds)
+        EpisodeJob(job_id=first_id - i, group=first_id - i, task_id=task.id, family=task.family, seed=seed, batch=-1)
+        for i, (task, seed) in enumerate(zip(picks, seeds, strict=True))
     ]
 
 
