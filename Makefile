@@ -17,7 +17,7 @@ OUTPUT ?= runs/eval-swe
 WORKERS ?= 1
 ARGS ?=
 
-.PHONY: setup test test-fast test-realrows lint train-swe train-swe-quick eval-swe bench gpu-check clean
+.PHONY: setup test test-fast test-realrows lint train-swe train-swe-quick eval-swe verify-verified bench gpu-check clean
 .PHONY: sandbox-image reap openhands-venv
 
 setup: $(STAMP)
@@ -73,6 +73,18 @@ train-swe-quick: setup
 eval-swe: setup
 	$(PY) -m evals.swe --model $(MODEL) --engine $(ENGINE) --dataset $(DATASET) \
 	  --instances "$(INSTANCES)" --output $(OUTPUT) --workers $(WORKERS) $(ARGS)
+
+# Every SWE-bench Verified row graded offline, gold and empty patch, from a folder of clones
+# (tasks/README.md, "All of Verified"): SWE_REPO_CACHE=~/swe-repos make verify-verified.
+# Resumable (the same command goes on after Ctrl-C or a crash); VERIFIED= a rows .jsonl
+# (default: the hub's dataset), SANDBOX=docker, SHARD=2/4 for the second of four slices.
+VERIFIED ?= verified
+VERIFY_OUT ?= runs/verify-verified
+SANDBOX ?= local
+verify-verified: setup
+	@test -n "$$SWE_REPO_CACHE" || { echo "SWE_REPO_CACHE is not set: give a folder of git clones, e.g. SWE_REPO_CACHE=~/swe-repos make verify-verified"; exit 2; }
+	$(PY) -m agent_env validate $(VERIFIED) --repo-cache "$$SWE_REPO_CACHE" --out $(VERIFY_OUT) \
+	  --sandbox $(SANDBOX) $(if $(SHARD),--shard $(SHARD)) $(ARGS)
 
 bench: setup
 	$(PY) -m bench.perf.sandbox

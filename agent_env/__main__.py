@@ -10,7 +10,11 @@ here (no clone, an environment that cannot be built, a required test that failed
 of the network) is reported as not runnable here, with the reason, apart from tasks that
 fail. Each verdict line gives the seconds it took and the log of both runs (`--logs DIR`); a
 failed task's lines say which required tests failed and which the log does not name, each
-line cut at `LINE_LIMIT` characters with how much more the log holds. Exit status: 0 every
+line cut at `LINE_LIMIT` characters with how much more the log holds. With `--out RUN` the
+run is resumable and leaves tables (`agent_env.validate_run`): each verdict is appended to
+`RUN/results.jsonl` as it comes, a rerun skips the tasks there, each line shows `[k/n, ETA]`,
+and `RUN/table.md` and `RUN/summary.md` are written at the end (and on Ctrl-C); `--shard I/N`
+takes one of N slices of the tasks, for N machines or workers. Exit status: 0 every
 task valid, 1 a task failed, 3 none failed but some are not runnable here, 2 bad input. The
 rules (the dataset's for SWE-bench rows, a stricter one for authored tasks):
 tasks/README.md. (`python -m tasks list` lists tasks; validating grades them, which is this
@@ -24,6 +28,7 @@ import sys
 from pathlib import Path
 
 from agent_env.validate import TaskValidation, validate_tasks
+from agent_env.validate_run import RESULTS, SUMMARY, TABLE, parse_shard, read_records, shard, spec_order
 from sandboxes.console import interrupted, interrupts, setup_logging
 from tasks import TaskError, add_source_arguments, load_sources
 from tasks.spec import workspace_cache_dir
@@ -88,8 +93,16 @@ def validate(
     sandbox: str = "local",
     log_dir: Path | None = None,
     build_workers: int | None = None,
+    out: Path | None = None,
+    shard_of: tuple[int, int] | None = None,
 ) -> int:
-    results, tasks = [], load_sources(paths, repo_cache, instances)
+    tasks = load_sources(paths, repo_cache, instances)
+    if shard_of is not None:
+        tasks = shard(spec_order(tasks, sandbox), *shard_of)
+        print(f"shard {shard_of[0]}/{shard_of[1]}: {len(tasks)} task(s)", flush=True)
+    if out is not None:
+        return validate_into(tasks, out, sandbox, log_dir, build_workers)
+    results: list[TaskValidation] = []
     log_dir = log_dir or default_log_dir()
     try:
         for result in validate_tasks(tasks, sandbox, log_dir, build_workers=build_workers):
@@ -107,13 +120,43 @@ def validate(
     return exit_status(results)
 
 
+def validate_into(tasks: list, out: Path, sandbox: str, log_dir: Path | None, build_workers: int | None) -> int:
+    """`validate` as a resumable run in the folder `out` (`agent_env.validate_run`)."""
+    from agent_env.validate_run import run
+
+    def show(result: TaskValidation, progress: str) -> None:
+        lines = format_validation(result)
+        print("\n".join([f"{progress} {lines[0]}", *lines[1:]]), flush=True)
+
+    try:
+        run(tasks, out, sandbox, build_workers=build_workers, log_dir=log_dir, on_result=show)
+    except KeyboardInterrupt as exc:
+        done = len(read_records(out / RESULTS))
+        exc.kept = (
+            f"{done} verdicts kept in {out / RESULTS} (tables: {out / TABLE}, {out / SUMMARY}); "
+            "run the same command again to go on with the rest"
+        )
+        raise
+    wanted = {t.id for t in tasks}
+    records = [r for r in read_records(out / RESULTS) if r.task_id in wanted]
+    by = {status: sum(r.status == status for r in records) for status in ("ok", "failed", "unavailable")}
+    print(
+        f"{by['ok']}/{len(records)} tasks valid, {by['failed']} failed, {by['unavailable']} not runnable here "
+        f"(all verdicts: {out / RESULTS}; per task: {out / TABLE}; by repository and version: {out / SUMMARY})"
+    )
+    if by["failed"]:
+        return EXIT_FAILED
+    return EXIT_NOT_RUNNABLE if by["unavailable"] else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
     parser = argparse.ArgumentParser(
         prog="python -m agent_env",
         description=__doc__.split("\n")[0],
         epilog="example: python -m agent_env validate tasks/builtin/collections-lru-update-evicts"
-        "  (no PATH: the built-in suite). Exit status: 0 every task valid, 1 a task failed, 3 none failed "
+        "  (no PATH: the built-in suite); a resumable run of SWE-bench Verified: python -m agent_env validate "
+        "verified --repo-cache ~/swe-repos --out runs/verified. Exit status: 0 every task valid, 1 a task failed, 3 none failed "
         "but some are not runnable here, 2 bad input.",
     )
     parser.add_argument("command", choices=["validate"])
@@ -132,13 +175,32 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="environments built at once, one per (repo, version) spec (default: min(4, cores + 1))",
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="RUN",
+        help="resumable run: verdicts appended to RUN/results.jsonl (a rerun skips them), tables in RUN/table.md "
+        "and RUN/summary.md, logs in RUN/logs unless --logs",
+    )
+    parser.add_argument(
+        "--shard", default=None, metavar="I/N", help="validate only the I-th of N slices of the tasks (e.g. 2/4)"
+    )
     args = parser.parse_args(argv)
     if args.build_workers is not None and args.build_workers < 1:
         parser.error(f"--build-workers {args.build_workers}: give a number of at least 1")
+    shard_of = None
+    if args.shard is not None:
+        try:
+            shard_of = parse_shard(args.shard)
+        except ValueError as exc:
+            parser.error(str(exc))
     instances = [i for i in args.instances.split(",") if i] or None
     with interrupts():  # Ctrl-C / SIGTERM: sandboxes closed, one line, exit 130 / 143
         try:
-            return validate(args.paths, args.repo_cache, instances, args.sandbox, args.logs, args.build_workers)
+            return validate(
+                args.paths, args.repo_cache, instances, args.sandbox, args.logs, args.build_workers, args.out, shard_of
+            )
         except TaskError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_BAD_INPUT

@@ -114,11 +114,19 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
 
 
 def prepare_environments(
-    tasks: list[Task], backend: str = "local", *, progress: bool = True, workers: int | None = None
+    tasks: list[Task],
+    backend: str = "local",
+    *,
+    progress: bool = True,
+    workers: int | None = None,
+    seconds: dict[str, float] | None = None,
+    built: set[str] | None = None,
 ) -> list[Task]:
     """`prepare_environment` for each task, on up to `workers` threads (default
     `default_build_workers()`), with a progress bar and a line per shared environment
-    (which, how long); tasks that share an environment's shared part build it once."""
+    (which, how long); tasks that share an environment's shared part build it once.
+    `seconds` gets each task's preparation time and `built` the ids of the tasks that built
+    their shared part (rather than finding it built), for a caller that accounts for them."""
     wanted = [t for t in tasks if needs_environment(t) and not t.unavailable]
     if not wanted:
         return tasks
@@ -150,21 +158,25 @@ def prepare_environments(
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     key = pending.pop(future)
-                    task, failed, built, seconds = future.result()
+                    task, failed, made, took = future.result()
                     prepared[task.id] = task
+                    if seconds is not None:
+                        seconds[task.id] = took
+                    if built is not None and "environment" in made:
+                        built.add(task.id)
                     bar.update()
                     if future not in firsts:
                         continue
                     rest = groups[key][1:]
                     label = f"{spec_label(task)} ({len(groups[key])} task(s))"
                     if failed in SHARED_PARTS:
-                        log(f"environment {label}: cannot be built ({failed} failed) after {seconds:.1f} s")
+                        log(f"environment {label}: cannot be built ({failed} failed) after {took:.1f} s")
                         for other in rest:  # the same build would fail the same way: not again
                             prepared[other.id] = dataclasses.replace(other, unavailable=task.unavailable)
                             bar.update()
                         continue
-                    how = "built" if "environment" in built else "found built"
-                    log(f"environment {label}: shared part {how}; first task ready in {seconds:.1f} s")
+                    how = "built" if "environment" in made else "found built"
+                    log(f"environment {label}: shared part {how}; first task ready in {took:.1f} s")
                     pending.update({pool.submit(run, other): key for other in rest})
         except BaseException:
             for future in pending:

@@ -75,9 +75,14 @@ def test_one_spec_builds_its_shared_part_before_its_other_tasks_start(monkeypatc
     recorder = Recorder()
     monkeypatch.setattr(environments, "_prepare", recorder)
     tasks = [_task("r1", "3.9", "i1"), _task("r2", "3.9", "i2"), _task("r3", "3.9", "i3"), _task("o", "3.8")]
+    seconds: dict[str, float] = {}
+    built: set[str] = set()
     with caplog.at_level(logging.INFO, logger="agent_env.environments"):
-        out = prepare_environments(tasks, "local", progress=False, workers=4)
+        out = prepare_environments(tasks, "local", progress=False, workers=4, seconds=seconds, built=built)
     assert [t.sandbox for t in out] == [{"built": t.id} for t in tasks]
+    # Each task's time is kept, and who built (the recorder says every task built something).
+    assert sorted(seconds) == ["o", "r1", "r2", "r3"] and all(s >= 0 for s in seconds.values())
+    assert built == {"o", "r1", "r2", "r3"}
     # r2 and r3 (install steps differ; the shared part does not) start only once r1 is done.
     assert recorder.calls[:2] in (["r1", "o"], ["o", "r1"])
     assert all("r1" not in together for together in recorder.seen_together if together & {"r2", "r3"})
@@ -112,9 +117,11 @@ def test_rows_of_one_spec_build_the_shared_environment_once(tmp_path, monkeypatc
     ]
     tasks = [row_to_task(row, f"rows.jsonl:{i}", tmp_path / "repos") for i, row in enumerate(rows, 1)]
     assert environments.shared_key(tasks[0], "local") == environments.shared_key(tasks[2], "local")
+    builders: set[str] = set()
     with caplog.at_level(logging.INFO):
-        out = prepare_environments(tasks, "local", progress=False, workers=3)
+        out = prepare_environments(tasks, "local", progress=False, workers=3, built=builders)
     assert [t.unavailable for t in out] == ["", "", ""]
+    assert builders == {"psf__requests-first"}  # the group's first task built the shared part
     built = sorted(p.name.split("-")[0] for p in (tmp_path / "envs").iterdir() if p.is_dir())
     assert built == ["env", "ws", "ws", "ws"]
     lines = [r.getMessage() for r in caplog.records]
@@ -124,7 +131,8 @@ def test_rows_of_one_spec_build_the_shared_environment_once(tmp_path, monkeypatc
     # A second run finds everything built: nothing is built again.
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        again = prepare_environments(tasks, "local", progress=False, workers=3)
+        again = prepare_environments(tasks, "local", progress=False, workers=3, built=builders)
+    assert builders == {"psf__requests-first"}  # nothing added: found built
     assert [t.workspace for t in again] == [t.workspace for t in out]
     assert not any(r.getMessage().startswith(("building ", "installing ")) for r in caplog.records)
     assert any("shared part found built" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,295 @@
+"""A resumable validation run kept in a folder: every row of a dataset graded, gold and empty.
+
+`python -m agent_env validate verified --repo-cache DIR --out RUN` validates each task (see
+`agent_env.validate`) and appends its verdict to `RUN/results.jsonl` the moment it is known
+(one line, one `write`), so a rerun of the same command, after Ctrl-C, a crash or a reboot,
+skips every task already there and goes on with the rest. Tasks run spec by spec (SWE-bench's
+(repo, version) environments, `agent_env.environments`): a spec's environment is built when its
+first task comes up, once, and its tasks then run one after another, so verdicts come from the
+first minutes on and a stop loses at most the task in flight.
+
+`--shard I/N` takes the I-th of N contiguous slices of the selection in spec order (each spec
+lands in one or two shards, so a shard builds few environments): N machines, or N Ray
+workers, run one shard each, into one folder (lines from several processes append whole) or
+into several whose `results.jsonl` files are concatenated; a run with nothing left to do only
+rewrites the tables.
+
+Each time, `RUN/table.md` (a row per task: verdict, FAIL_TO_PASS / PASS_TO_PASS counts,
+environment seconds, test seconds, why a task is not `ok`) and `RUN/summary.md` (by
+repository and by (repository, version), rows per hour with the environments built in the run
+and with them already built, and the disk the environment and workspace caches take) are
+written from every line of `results.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from agent_env.environments import prepare_environments, shared_key
+from agent_env.validate import TaskValidation, validate_task
+from sandboxes import make_sandbox
+from tasks import Task
+
+log = logging.getLogger(__name__)
+
+RESULTS = "results.jsonl"
+TABLE = "table.md"
+SUMMARY = "summary.md"
+VERDICTS = {"ok": "ok", "failed": "FAIL", "unavailable": "n/a"}
+
+
+@dataclass(frozen=True)
+class RowRecord:
+    """One task's line in `results.jsonl`: its verdict (`ok`, `failed`, `unavailable`), why
+    it is not `ok` (`reason`), its required-test counts, and where the time went
+    (`env_seconds`: preparing its environment, building the spec's shared part when this
+    task was the first of its spec in the run (`env_built`); `test_seconds`: grading the
+    gold and the empty patch)."""
+
+    task_id: str
+    repo: str
+    version: str
+    status: str
+    fail_to_pass: int
+    pass_to_pass: int
+    env_seconds: float
+    env_built: bool
+    test_seconds: float
+    reason: str = ""
+    log: str = ""
+    finished_at: float = 0.0
+
+    @classmethod
+    def of(cls, task: Task, result: TaskValidation, env_seconds: float, env_built: bool) -> RowRecord:
+        reason = "; ".join(result.problems) if result.status == "failed" else result.reason
+        spec = task.harness_spec or {}
+        return cls(
+            task_id=task.id,
+            repo=task.repo or spec.get("repo", "") or "(authored)",
+            version=str(spec.get("version", "")),
+            status=result.status,
+            fail_to_pass=len(task.grading.fail_to_pass),
+            pass_to_pass=len(task.grading.pass_to_pass),
+            env_seconds=round(env_seconds, 2),
+            env_built=env_built,
+            test_seconds=round(result.seconds, 2),
+            reason=reason,
+            log=result.log,
+            finished_at=round(time.time(), 1),
+        )
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`I/N` (1 <= I <= N) as (I, N); a ValueError that says what to write otherwise."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: write I/N, e.g. 2/4 for the second of four slices") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {text}: I must be between 1 and N, e.g. 1/{max(count, 1)}")
+    return index, count
+
+
+def spec_order(tasks: Iterable[Task], backend: str) -> list[Task]:
+    """The tasks grouped by the shared part of their environment (first appearance first),
+    in their own order within a group: the order a run builds and grades them in."""
+    groups: dict[str, list[Task]] = {}
+    for task in tasks:
+        groups.setdefault(shared_key(task, backend), []).append(task)
+    return [task for group in groups.values() for task in group]
+
+
+def shard(tasks: list[Task], index: int, count: int) -> list[Task]:
+    """The `index`-th (from 1) of `count` contiguous, near-equal slices of `tasks`."""
+    start, stop = (len(tasks) * (index - 1)) // count, (len(tasks) * index) // count
+    return tasks[start:stop]
+
+
+def read_records(path: Path) -> list[RowRecord]:
+    """Every whole line of a `results.jsonl`; the last verdict of a task counts. A torn or
+    foreign line (a crash mid-write, an edit) is skipped with a warning naming it."""
+    if not path.exists():
+        return []
+    names = {f.name for f in fields(RowRecord)}
+    records: dict[str, RowRecord] = {}
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            record = RowRecord(**{k: v for k, v in data.items() if k in names})
+        except (ValueError, TypeError) as exc:
+            log.warning("%s:%d: not a verdict line, skipped (%s); its task runs again", path, number, exc)
+            continue
+        records[record.task_id] = record
+    return list(records.values())
+
+
+def append_record(path: Path, record: RowRecord) -> None:
+    """One line, written with one `write` on an O_APPEND file and synced: shards appending to
+    the same file never interleave, and a crash leaves whole lines."""
+    line = (json.dumps(asdict(record), sort_keys=True) + "\n").encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def eta(done: int, remaining: int, seconds: float) -> str:
+    """Time left at the pace so far, as `1h05m`, `4m10s` or `?` before the first task."""
+    if done == 0:
+        return "?"
+    left = int(seconds / done * remaining)
+    hours, rest = divmod(left, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def run(
+    tasks: list[Task],
+    out: Path,
+    backend: str = "local",
+    *,
+    build_workers: int | None = None,
+    log_dir: Path | None = None,
+    on_result: Callable[[TaskValidation, str], None] | None = None,
+) -> list[RowRecord]:
+    """Validate each of `tasks` not yet in `out/results.jsonl`, spec by spec, appending each
+    verdict as it comes (each task's log in `log_dir`, default `out/logs`);
+    `on_result(verdict, progress)` is told of each (progress: `[k/n, ETA ...]`). Returns this
+    run's records; the tables are rewritten from the whole file, also after Ctrl-C (the
+    interrupt then goes on up, and the caches' disk use, which takes a `du` over every
+    environment, is left out so that the stop takes seconds)."""
+    out.mkdir(parents=True, exist_ok=True)
+    results = out / RESULTS
+    finished = {r.task_id for r in read_records(results)}
+    todo = [t for t in spec_order(tasks, backend) if t.id not in finished]
+    if finished:
+        log.info("%s: %d of %d tasks done already; %d to go", results, len(tasks) - len(todo), len(tasks), len(todo))
+    factory = None if backend == "local" else (lambda spec: make_sandbox(spec, backend))
+    records: list[RowRecord] = []
+    started = time.monotonic()
+    stopped = True
+    try:
+        groups: dict[str, list[Task]] = {}
+        for task in todo:
+            groups.setdefault(shared_key(task, backend), []).append(task)
+        for group in groups.values():
+            env_seconds: dict[str, float] = {}
+            built: set[str] = set()
+            prepared = prepare_environments(
+                group, backend, workers=build_workers, seconds=env_seconds, built=built, progress=False
+            )
+            for task in prepared:
+                result = validate_task(task, factory, log_dir or out / "logs")
+                record = RowRecord.of(task, result, env_seconds.get(task.id, 0.0), task.id in built)
+                append_record(results, record)
+                records.append(record)
+                if on_result is not None:
+                    remaining = len(todo) - len(records)
+                    spent = time.monotonic() - started
+                    on_result(result, f"[{len(records)}/{len(todo)}, ETA {eta(len(records), remaining, spent)}]")
+        stopped = False
+    finally:
+        write_tables(out, measure_disk=not stopped)
+    return records
+
+
+def write_tables(out: Path, *, measure_disk: bool = True) -> None:
+    """`table.md` and `summary.md` from every verdict in `out/results.jsonl`; then, when
+    `measure_disk`, the summary again with the caches' disk use (`cache_sizes`, a `du` that
+    can take a minute over tens of GiB: a Ctrl-C during it leaves the first summary)."""
+    records = sorted(read_records(out / RESULTS), key=lambda r: (r.repo, _version_key(r.version), r.task_id))
+    (out / TABLE).write_text(render_table(records))
+    (out / SUMMARY).write_text(render_summary(records, {}))
+    if measure_disk:
+        log.info("measuring the environment and workspace caches' disk use (du; Ctrl-C skips it)")
+        (out / SUMMARY).write_text(render_summary(records, cache_sizes()))
+
+
+def render_table(records: list[RowRecord]) -> str:
+    lines = [
+        "| task | repo | version | verdict | F2P | P2P | env s | test s | reason |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        reason = " ".join(r.reason.split()).replace("|", "\\|")
+        reason = reason if len(reason) <= 300 else reason[:300] + f" ... (log: {r.log})"
+        built = " (built)" if r.env_built else ""
+        lines.append(
+            f"| {r.task_id} | {r.repo} | {r.version} | {VERDICTS.get(r.status, r.status)} | {r.fail_to_pass} | "
+            f"{r.pass_to_pass} | {r.env_seconds:.1f}{built} | {r.test_seconds:.1f} | {reason} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _counts(records: list[RowRecord]) -> str:
+    by = Counter(r.status for r in records)
+    env, test = sum(r.env_seconds for r in records), sum(r.test_seconds for r in records)
+    return f"{len(records)} | {by['ok']} | {by['failed']} | {by['unavailable']} | {env / 60:.1f} | {test / 60:.1f}"
+
+
+def rows_per_hour(records: list[RowRecord], *, cold: bool) -> str:
+    """Rows an hour over the tasks of specs whose environment this run built (`cold`: their
+    build time counted) or found built (warm), from the seconds each took; `-` for none."""
+    built_specs = {(r.repo, r.version) for r in records if r.env_built}
+    chosen = [r for r in records if ((r.repo, r.version) in built_specs) is cold]
+    seconds = sum(r.env_seconds + r.test_seconds for r in chosen)
+    return f"{len(chosen) / seconds * 3600:.0f} ({len(chosen)} rows)" if chosen and seconds else "-"
+
+
+def render_summary(records: list[RowRecord], caches: dict[str, int | None]) -> str:
+    head = "| {} | rows | ok | FAIL | n/a | env min | test min |\n|---|---|---|---|---|---|---|"
+    lines = ["# Validation run", "", f"{len(records)} tasks graded (gold and empty patch).", ""]
+    lines += ["## By repository", "", head.format("repository")]
+    repos: dict[str, list[RowRecord]] = {}
+    specs: dict[tuple[str, str], list[RowRecord]] = {}
+    for r in records:
+        repos.setdefault(r.repo, []).append(r)
+        specs.setdefault((r.repo, r.version), []).append(r)
+    lines += [f"| {repo} | {_counts(rs)} |" for repo, rs in repos.items()]
+    lines += [f"| **all** | {_counts(records)} |", "", "## By repository and version", "", head.format("spec")]
+    lines += [f"| {f'{repo} {version}'.strip()} | {_counts(rs)} |" for (repo, version), rs in specs.items()]
+    lines += [
+        "",
+        "## Pace and disk",
+        "",
+        f"- rows per hour, environments built in this run (cold): {rows_per_hour(records, cold=True)}",
+        f"- rows per hour, environments built before (warm): {rows_per_hour(records, cold=False)}",
+    ]
+    for name, size in caches.items():
+        lines.append(f"- {name}: " + (f"{size / 2**30:.1f} GiB" if size is not None else "cannot be read"))
+    if not caches:
+        lines.append("- the caches' disk use: not measured (measured when a run ends, unless stopped)")
+    return "\n".join(lines) + "\n"
+
+
+def cache_sizes() -> dict[str, int | None]:
+    """Bytes on disk of the environment cache and the workspace cache (`du`), None where
+    they cannot be read."""
+    from sandboxes.pyenv import cache_dir
+    from tasks.spec import workspace_cache_dir
+
+    sizes: dict[str, int | None] = {}
+    for name, path in (("environment cache", cache_dir()), ("workspace cache", workspace_cache_dir())):
+        label = f"{name} ({path})"
+        if not path.exists():
+            sizes[label] = 0
+            continue
+        done = subprocess.run(["du", "-sb", str(path)], capture_output=True, text=True)
+        first = done.stdout.split()[:1]
+        sizes[label] = int(first[0]) if first and first[0].isdigit() else None
+    return sizes
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
