@@ -281,7 +281,7 @@ class ToolEnv:
             "turns": self.stats.turns,
             "reward_hack_blocked": list(grade.blocked),
         }
-        return (1.0 if grade.resolved else 0.0), info
+        return grade.score, info
 
     # -- a sandbox that died under the agent ----------------------------------------------
     def _sandbox_died(self, info: dict[str, Any], exc: SandboxError) -> tuple[str, float, bool, bool, dict[str, Any]]:

@@ -53,8 +53,9 @@ def default_build_workers() -> int:
 
 
 def needs_environment(task: Task) -> bool:
-    """Whether the task's sandbox definition asks for an environment still to be built."""
-    return bool(task.sandbox.get("python"))
+    """Whether the task's sandbox definition asks for an environment still to be built (a
+    `python:` section, or a Dockerfile)."""
+    return bool(task.sandbox.get("python")) or task.dockerfile is not None
 
 
 def shared_key(task: Task, backend: str) -> str:
@@ -66,6 +67,7 @@ def shared_key(task: Task, backend: str) -> str:
         "python": python,
         "image": task.sandbox.get("image"),
         "build": task.sandbox.get("build"),
+        "dockerfile": str(task.dockerfile) if task.dockerfile else None,
     }
     return hashlib.sha256(json.dumps(shared, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -73,6 +75,8 @@ def shared_key(task: Task, backend: str) -> str:
 def spec_label(task: Task) -> str:
     """The task's environment in words: the SWE-bench spec (`psf/requests 1.1`) or its Python."""
     spec = task.harness_spec or {}
+    if task.dockerfile is not None:
+        return f"{task.dockerfile} ({task.id})"
     if spec.get("repo"):
         return f"{spec['repo']} {spec.get('version', '')}".strip()
     return f"python {task.sandbox.get('python', {}).get('version', '?')}"
@@ -88,6 +92,8 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
     """(the task prepared, the part that failed or "", what was built)."""
     if task.unavailable or not needs_environment(task):
         return task, "", ()
+    if task.dockerfile is not None:
+        return _prepare_dockerfile(task, backend, log)
     from sandboxes import pyenv
     from sandboxes.images import parse_definition  # lazy: yaml parsing and more
 
@@ -111,6 +117,38 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
     # install left in it (build outputs, compiled extensions).
     task = dataclasses.replace(task, sandbox=sandbox, workspace=prepared.workspace, workspace_is_repo=True)
     return task, "", prepared.built
+
+
+def _prepare_dockerfile(
+    task: Task, backend: str, log: Callable[[str], None] | None
+) -> tuple[Task, str, tuple[str, ...]]:
+    """A task whose sandbox is a Dockerfile (Harbor tasks): on docker, the image built and
+    the workspace copied out of its workdir; locally, the host's toolchain, when the
+    Dockerfile asks for nothing the local backend cannot do (`tasks.harbor.local_problem`)."""
+    from tasks.harbor import local_problem, parse_dockerfile
+
+    assert task.dockerfile is not None
+    workdir = task.sandbox.get("workdir", "/")
+    try:
+        dockerfile = parse_dockerfile(task.dockerfile)
+    except TaskError as exc:
+        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc)), "definition", ()
+    if backend != "docker":
+        problem = local_problem(dockerfile, workdir)
+        if problem:
+            reason = f"{UNAVAILABLE_PREFIX}{task.dockerfile}: on the local backend, {problem}"
+            return dataclasses.replace(task, unavailable=reason), "setup", ()
+        return dataclasses.replace(task, dockerfile=None), "", ()
+    from sandboxes import dockerfile as images
+    from tasks.spec import workspace_cache_dir
+
+    try:
+        tag = images.build(task.dockerfile, log=log or logger.info)
+        workspace = images.copy_workdir(tag, workdir, workspace_cache_dir() / "harbor" / f"image-{tag.split(':')[-1]}")
+    except SandboxError as exc:
+        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc)), "setup", ()
+    sandbox = {**task.sandbox, "image": tag}
+    return dataclasses.replace(task, sandbox=sandbox, workspace=workspace, dockerfile=None), "", ("environment",)
 
 
 def prepare_environments(

@@ -9,6 +9,7 @@ fail. `judge` holds the rules (dataset rows and authored tasks differ: tasks/REA
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import time
@@ -19,7 +20,7 @@ from typing import Literal
 
 from agent_env.environments import prepare_environments
 from agent_env.grading import GradeResult, GradingError, grade_patch, network_failure, sandbox_spec_for
-from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
+from sandboxes import Mount, Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
 from tasks.log_parsers import PASSED, log_parser
 
@@ -71,18 +72,54 @@ def validate_task(
         return TaskValidation(task.id, "unavailable", reason=f"not runnable here: {task.unavailable}")
     start = time.monotonic()
     try:
-        if not task.gold_patch:
+        gold_patch = task.gold_patch
+        if not gold_patch and task.verifier is not None and task.verifier.solution_dir is not None:
+            gold_patch = oracle_patch(task, sandbox_factory or make_sandbox)
+        elif not gold_patch and task.verifier is not None:
+            raise TaskError(f"{task.source}: no solution/solve.sh: needed to prove the task can be solved")
+        if not gold_patch:
             raise TaskError(f"{task.source}: field 'gold_patch': needed to prove the task can be solved")
-        gold = grade_patch(task, task.gold_patch, sandbox_factory=sandbox_factory)
+        gold = grade_patch(task, gold_patch, sandbox_factory=sandbox_factory)
         empty = grade_patch(task, "", sandbox_factory=sandbox_factory)
     except (TaskError, GradingError) as exc:
         return TaskValidation(task.id, "failed", problems=(str(exc),), seconds=time.monotonic() - start)
     log = _write_log(log_dir, task.id, gold, empty) if log_dir is not None else ""
+    if task.verifier is not None:
+        return judge_script(task, gold, empty, time.monotonic() - start, log)
     required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
     reported = None
     if any(t in gold.missing and t in empty.missing for t in required):
         reported = reported_ids(task, sandbox_factory or make_sandbox)
     return judge(task, gold, empty, time.monotonic() - start, log, reported)
+
+
+def oracle_patch(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox]) -> str:
+    """What a task's `solution/solve.sh` changes, as the agent's diff: run as Harbor's oracle
+    agent runs it (the folder at /solution, read-only; the script in the workdir) in the
+    task's own sandbox, then the diff taken as `ToolEnv` takes an agent's. A `TaskError`
+    naming the script when it fails or changes nothing."""
+    from agent_env.env import ToolEnv  # the agent's sandbox and its diff, exactly
+
+    assert task.verifier is not None and task.verifier.solution_dir is not None
+    solution = task.verifier.solution_dir
+
+    def with_solution(spec: SandboxSpec) -> Sandbox:
+        return sandbox_factory(dataclasses.replace(spec, mounts=(*spec.mounts, Mount(solution, "/solution"))))
+
+    env = ToolEnv(task, sandbox_factory=with_solution)
+    try:
+        env.reset()
+        assert env.sandbox is not None
+        ran = env.sandbox.exec("bash /solution/solve.sh", timeout=task.limits.grading_timeout_s, fresh=True)
+        if ran.exit_code != 0:
+            last = (ran.output.strip().splitlines() or ["no output"])[-1]
+            raise TaskError(f"{solution / 'solve.sh'}: exited {ran.exit_code} ({last[:200]})")
+        patch = env.current_patch()
+    finally:
+        env.close()
+    if not patch.strip():
+        raise TaskError(f"{solution / 'solve.sh'}: changed nothing in the workdir {task.sandbox.get('workdir', '')}")
+    return patch
 
 
 def reported_ids(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox]) -> dict[str, str]:
@@ -178,6 +215,30 @@ def judge(
         "FAIL_TO_PASS fail)"
     )
     return TaskValidation(task.id, "ok", checked=checked, warnings=warnings, **common)
+
+
+def judge_script(task: Task, gold: GradeResult, empty: GradeResult, seconds: float, log: str = "") -> TaskValidation:
+    """The verdict on a task whose verifier is a script (Harbor tasks): the oracle's change
+    applies, reaches the verifier whole and earns the full reward (1) with every canary twin
+    scoring lower; doing nothing earns less. What the grader could not check (no canary of a
+    shell-only verifier) is a warning."""
+    problems = []
+    if not gold.patch_applied:
+        problems.append(f"the oracle's change does not apply ({'; '.join(gold.problems)[:300]})")
+    elif gold.dropped:
+        dropped = ", ".join(f"{path} ({reason})" for path, reason in gold.dropped)
+        problems.append(f"the oracle changes paths that never reach the verifier: {dropped}")
+    elif not gold.resolved:
+        why = "; ".join(gold.problems) or f"the verifier gave {gold.score:g}, not 1"
+        problems.append(f"the oracle (solution/solve.sh) does not resolve it: {why}")
+    if empty.score >= gold.score:
+        problems.append(f"doing nothing already scores {empty.score:g} (the oracle: {gold.score:g})")
+    common = {"seconds": seconds, "log": log, "warnings": gold.notes}
+    if problems:
+        return TaskValidation(task.id, "failed", problems=tuple(problems), **common)
+    twins = f"{len(gold.canaries)} canary twin(s) scored lower" if gold.canaries else "no canary twin"
+    checked = f"the oracle scores {gold.score:g} ({twins}); doing nothing scores {empty.score:g}"
+    return TaskValidation(task.id, "ok", checked=checked, **common)
 
 
 def _not_found(test: str, task: Task, reported: dict[str, str]) -> str:

@@ -5,8 +5,8 @@
 (one line, one `write`), so a rerun of the same command, after Ctrl-C, a crash or a reboot,
 skips every task already there and goes on with the rest. Tasks run spec by spec (SWE-bench's
 (repo, version) environments, `agent_env.environments`): a spec's environment is built when its
-first task comes up, once, and its tasks then run one after another, so verdicts come from the
-first minutes on and a stop loses at most the task in flight.
+first task comes up, once, and its tasks then run one after another, so a stop loses at most
+the task in flight (and the spec's build, whose finished parts are cached).
 
 `--shard I/N` takes the I-th of N contiguous slices of the selection in spec order (each spec
 lands in one or two shards, so a shard builds few environments): N machines, or N Ray

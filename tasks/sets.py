@@ -71,10 +71,13 @@ def looks_like_path(source: str) -> bool:
 
 
 def source_kind(source: str) -> str:
-    """`builtin`, `tasks` (task YAMLs), `rows` (a local SWE-bench JSONL) or `hub` (a dataset
-    name); a source that looks like a path and does not exist is a one-line `TaskError`."""
+    """`builtin`, `tasks` (task YAMLs), `harbor` (`harbor:PATH`, Harbor task folders), `rows`
+    (a local SWE-bench JSONL) or `hub` (a dataset name); a source that looks like a path and
+    does not exist is a one-line `TaskError`."""
     if source == "builtin":
         return "builtin"
+    if source.startswith("harbor:"):
+        return "harbor"
     path = Path(source).expanduser()
     if path.is_dir() or (path.is_file() and path.suffix in (".yaml", ".yml")):
         return "tasks"
@@ -121,6 +124,12 @@ def load_task_set(
             from tasks.swebench import swebench_tasks
 
             entries, loaded = swebench_tasks(name, wanted or None, repo_cache)
+        elif kind == "harbor":
+            from tasks.harbor import harbor_path, load_harbor_tasks
+
+            loaded = load_harbor_tasks(harbor_path(name) or Path(name))
+            entries = [(t.id, t.source) for t in loaded]
+            loaded = [t for t in loaded if not wanted or t.id in wanted]
         else:
             loaded = load_tasks([BUILTIN_DIR if kind == "builtin" else Path(name).expanduser()])
             entries = [(t.id, t.source) for t in loaded]

@@ -128,6 +128,20 @@ class TaskDefinition(_Strict):
 
 
 @dataclass(frozen=True)
+class ScriptVerifier:
+    """A verifier that is a script: `tests_dir` is shown read-only at `/tests` in a fresh
+    grading sandbox once the agent has finished, `/tests/<script>` runs there (cwd: the
+    workdir; `env` set), and its reward file in `/logs/verifier` decides the reward."""
+
+    tests_dir: Path
+    script: str = "test.sh"
+    timeout_s: float = 600.0
+    env: dict[str, str] = field(default_factory=dict)
+    solution_dir: Path | None = None
+    """The oracle's folder (`solution/`, shown at `/solution`), when the task has one."""
+
+
+@dataclass(frozen=True)
 class Task:
     """A loaded task. `unavailable` says why it cannot run here (a SWE-bench row without a
     local clone, or whose environment cannot be built); `workspace` is then None when its
@@ -156,6 +170,13 @@ class Task:
     harness_spec: dict = field(default_factory=dict)
     """SWE-bench rows: the harness specification the task was made from (`repo`, `version`,
     `python`, `install`, `test_cmd`, and its `source`); reports name it."""
+    dockerfile: Path | None = None
+    """A Dockerfile the task's sandbox is built from first, per backend
+    (`agent_env.prepare_environment`): an image on docker; on the local backend, the host's
+    toolchain when the Dockerfile only copies files and sets variables (Harbor tasks)."""
+    verifier: ScriptVerifier | None = None
+    """A verifier script that decides the reward (Harbor tasks, `tasks.harbor`) instead of
+    `grading`'s test lists; `grading.test_command` then names the script."""
 
     def test_files(self) -> list[str]:
         """Paths the test patch touches (restored from the pristine copy before it is applied)."""

@@ -3,7 +3,8 @@
 - `verdict`: `grade_patch` and the contract, in its docstring;
 - `runs`: the grading sandbox (apply, judge the tree, the verdict run and the twins);
 - `canaries`: the canary twins; `selection`: narrowing a test command to test ids;
-- `protected`: what of the agent's change reaches the grader; `logs`: reading test logs.
+- `protected`: what of the agent's change reaches the grader; `logs`: reading test logs;
+- `script_verifier`: tasks whose verifier is a script that writes a reward (Harbor tasks).
 """
 
 from agent_env.grading.logs import failure_reports, failure_text, network_error, network_failure

@@ -75,6 +75,9 @@ class ProtectionRule:
     unprotect: tuple[str, ...] = ()
     existing_top: frozenset[str] = frozenset()
     """Top-level names of the pristine repository (a module there is not new, so it shadows nothing)."""
+    new_files_anywhere: bool = False
+    """A new file may be anywhere, not only inside an existing package (tasks whose outputs
+    are files: Harbor tasks, graded by their verifier script)."""
 
 
 def _unquote(path: str) -> str:
@@ -346,7 +349,7 @@ def result_reason(
         return "symlink"
     if any(part.startswith(".") for part in parts):
         return "dotfile"
-    if is_new:
+    if is_new and not rule.new_files_anywhere:
         packages = {
             "/".join(parts[:cut]) for cut in range(1, len(parts)) if "/".join(parts[:cut]) + "/__init__.py" in pristine
         }

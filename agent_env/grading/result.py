@@ -37,3 +37,14 @@ class GradeResult:
     could not parse."""
     command: str = ""
     """The verdict run's command line (the task's, narrowed to the required tests)."""
+    reward: float | None = None
+    """The reward when the task's verifier gives a number (a Harbor verifier's reward file,
+    `agent_env.grading.script_verifier`; 0 when a rule tripped); None: 1.0 if resolved, else 0."""
+    rewards: dict[str, float] = field(default_factory=dict)
+    """Every named reward the verifier left (Harbor's reward.json), for reports."""
+
+    @property
+    def score(self) -> float:
+        """The reward this result earns: `reward` when the verifier gave one, else 1.0 when
+        resolved and 0.0 when not."""
+        return self.reward if self.reward is not None else float(self.resolved)

@@ -60,6 +60,7 @@ def protection_rule(task: Task) -> ProtectionRule:
         protect=tuple(task.grading.protect),
         unprotect=tuple(task.grading.unprotect),
         existing_top=frozenset(existing),
+        new_files_anywhere=task.verifier is not None,
     )
 
 

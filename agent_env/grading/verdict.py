@@ -36,7 +36,9 @@ anything in that process, so no verdict here comes from a checker inside the tes
    infrastructure error (`GradingError`), which callers retry.
 
 `GradeResult.blocked` names each rule that tripped, so training can count them
-(`reward_hack_blocked` in the metrics).
+(`reward_hack_blocked` in the metrics). A task whose verifier is a script (Harbor tasks)
+is graded by `agent_env.grading.script_verifier` instead, under the same principles as far as
+a script allows (its docstring says how, and what it cannot catch).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.protected import BLOCK_OF_REASON, filter_patch
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import Crash, Runs, control_failure, patch_bytes, pristine_text, protection_rule, run_tests
+from agent_env.grading.script_verifier import grade_script
 from sandboxes import Sandbox, SandboxSpec, make_sandbox
 from tasks import Task
 from tasks.log_parsers import FAILED, PASSED, SKIPPED, XFAIL
@@ -90,6 +93,8 @@ def grade_patch(
     factory = sandbox_factory or make_sandbox
     rng = rng or random.Random(secrets.randbits(64))
     filtered = filter_patch(patch, protection_rule(task), pristine_text(task))
+    if task.verifier is not None:  # a verifier script decides (Harbor tasks): its own contract
+        return grade_script(task, filtered.patch, factory, rng, filtered.dropped)
     try:
         runs = run_tests(task, filtered.patch, factory, rng)
     except Crash as crash:

@@ -1,0 +1,3 @@
+#!/bin/bash
+cd /app
+awk '$2 == "ERROR"' logs/*.log | wc -l > answer.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+# Says the service is ready.
+echo redy
