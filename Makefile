@@ -7,6 +7,9 @@ STAMP := $(VENV)/.installed
 # OpenHands (openhands-sdk) needs Python 3.12: a venv of its own, never imported by .venv's code.
 OH_VENV := .venv-openhands
 OH_STAMP := $(OH_VENV)/.installed
+# Harbor (the `harbor` package) also needs Python 3.12: agent_env.harbor_provider runs in it.
+HARBOR_VENV := .venv-harbor
+HARBOR_STAMP := $(HARBOR_VENV)/.installed
 PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) $(shell command -v python3.12))
 CONFIG ?= configs/train_swe.yaml
 MODEL ?= tiny
@@ -18,7 +21,7 @@ WORKERS ?= 1
 ARGS ?=
 
 .PHONY: setup test test-fast test-realrows lint train-swe train-swe-quick eval-swe verify-verified bench gpu-check clean
-.PHONY: sandbox-image reap openhands-venv
+.PHONY: sandbox-image reap openhands-venv harbor-venv
 
 setup: $(STAMP)
 
@@ -42,6 +45,17 @@ $(OH_STAMP): evals/openhands-requirements.txt
 	$(OH_VENV)/bin/python -m pip install -q --upgrade pip
 	$(OH_VENV)/bin/python -m pip install -q -r evals/openhands-requirements.txt
 	@touch $(OH_STAMP)
+
+# The Harbor venv (harbor run with our sandboxes: tasks/README.md, "Harbor tasks"): pinned by
+# agent_env/harbor-requirements.txt, rebuilt when that changes.
+harbor-venv: $(HARBOR_STAMP)
+
+$(HARBOR_STAMP): agent_env/harbor-requirements.txt
+	@test -n "$(PYTHON312)" || { echo "error: make harbor-venv needs Python 3.12 (pyenv install 3.12, or PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	@test -x $(HARBOR_VENV)/bin/python || $(PYTHON312) -m venv $(HARBOR_VENV)
+	$(HARBOR_VENV)/bin/python -m pip install -q --upgrade pip
+	$(HARBOR_VENV)/bin/python -m pip install -q -r agent_env/harbor-requirements.txt
+	@touch $(HARBOR_STAMP)
 
 lint: setup
 	$(VENV)/bin/ruff check .

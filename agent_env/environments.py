@@ -54,8 +54,12 @@ def default_build_workers() -> int:
 
 def needs_environment(task: Task) -> bool:
     """Whether the task's sandbox definition asks for an environment still to be built (a
-    `python:` section, or a Dockerfile)."""
-    return bool(task.sandbox.get("python")) or task.dockerfile is not None
+    `python:` section, or a Dockerfile), or its gold is a script still to be run."""
+    return bool(task.sandbox.get("python")) or task.dockerfile is not None or _gold_to_run(task)
+
+
+def _gold_to_run(task: Task) -> bool:
+    return task.verifier is not None and task.verifier.solution_dir is not None and not task.gold_patch
 
 
 def shared_key(task: Task, backend: str) -> str:
@@ -92,8 +96,9 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
     """(the task prepared, the part that failed or "", what was built)."""
     if task.unavailable or not needs_environment(task):
         return task, "", ()
-    if task.dockerfile is not None:
-        return _prepare_dockerfile(task, backend, log)
+    if task.dockerfile is not None or _gold_to_run(task):
+        task, failed, built = _prepare_dockerfile(task, backend, log) if task.dockerfile else (task, "", ())
+        return (_with_oracle_gold(task, backend, log), failed, built) if not failed else (task, failed, built)
     from sandboxes import pyenv
     from sandboxes.images import parse_definition  # lazy: yaml parsing and more
 
@@ -149,6 +154,22 @@ def _prepare_dockerfile(
         return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc)), "setup", ()
     sandbox = {**task.sandbox, "image": tag}
     return dataclasses.replace(task, sandbox=sandbox, workspace=workspace, dockerfile=None), "", ("environment",)
+
+
+def _with_oracle_gold(task: Task, backend: str, log: Callable[[str], None] | None) -> Task:
+    """`task` with its gold patch made by its solution script (`agent_env.oracle`), run in
+    its now-built sandbox; unchanged (the reason logged, `validate` repeats it) when the
+    script fails."""
+    if not _gold_to_run(task):
+        return task
+    from agent_env.oracle import oracle_patch
+    from sandboxes import make_sandbox
+
+    try:
+        return dataclasses.replace(task, gold_patch=oracle_patch(task, lambda spec: make_sandbox(spec, backend)))
+    except (TaskError, SandboxError) as exc:
+        (log or logger.warning)(f"task {task.id}: no gold patch from its solution script: {exc}")
+        return task
 
 
 def prepare_environments(

@@ -9,7 +9,6 @@ fail. `judge` holds the rules (dataset rows and authored tasks differ: tasks/REA
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import logging
 import time
@@ -20,7 +19,8 @@ from typing import Literal
 
 from agent_env.environments import prepare_environments
 from agent_env.grading import GradeResult, GradingError, grade_patch, network_failure, sandbox_spec_for
-from sandboxes import Mount, Sandbox, SandboxError, SandboxSpec, make_sandbox
+from agent_env.oracle import oracle_patch
+from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
 from tasks.log_parsers import PASSED, log_parser
 
@@ -91,35 +91,6 @@ def validate_task(
     if any(t in gold.missing and t in empty.missing for t in required):
         reported = reported_ids(task, sandbox_factory or make_sandbox)
     return judge(task, gold, empty, time.monotonic() - start, log, reported)
-
-
-def oracle_patch(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox]) -> str:
-    """What a task's `solution/solve.sh` changes, as the agent's diff: run as Harbor's oracle
-    agent runs it (the folder at /solution, read-only; the script in the workdir) in the
-    task's own sandbox, then the diff taken as `ToolEnv` takes an agent's. A `TaskError`
-    naming the script when it fails or changes nothing."""
-    from agent_env.env import ToolEnv  # the agent's sandbox and its diff, exactly
-
-    assert task.verifier is not None and task.verifier.solution_dir is not None
-    solution = task.verifier.solution_dir
-
-    def with_solution(spec: SandboxSpec) -> Sandbox:
-        return sandbox_factory(dataclasses.replace(spec, mounts=(*spec.mounts, Mount(solution, "/solution"))))
-
-    env = ToolEnv(task, sandbox_factory=with_solution)
-    try:
-        env.reset()
-        assert env.sandbox is not None
-        ran = env.sandbox.exec("bash /solution/solve.sh", timeout=task.limits.grading_timeout_s, fresh=True)
-        if ran.exit_code != 0:
-            last = (ran.output.strip().splitlines() or ["no output"])[-1]
-            raise TaskError(f"{solution / 'solve.sh'}: exited {ran.exit_code} ({last[:200]})")
-        patch = env.current_patch()
-    finally:
-        env.close()
-    if not patch.strip():
-        raise TaskError(f"{solution / 'solve.sh'}: changed nothing in the workdir {task.sandbox.get('workdir', '')}")
-    return patch
 
 
 def reported_ids(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox]) -> dict[str, str]:
@@ -236,7 +207,7 @@ def judge_script(task: Task, gold: GradeResult, empty: GradeResult, seconds: flo
     common = {"seconds": seconds, "log": log, "warnings": gold.notes}
     if problems:
         return TaskValidation(task.id, "failed", problems=tuple(problems), **common)
-    twins = f"{len(gold.canaries)} canary twin(s) scored lower" if gold.canaries else "no canary twin"
+    twins = f"none of its {len(gold.canaries)} canary twin(s) paid" if gold.canaries else "no canary twin"
     checked = f"the oracle scores {gold.score:g} ({twins}); doing nothing scores {empty.score:g}"
     return TaskValidation(task.id, "ok", checked=checked, **common)
 

@@ -18,16 +18,27 @@ script allows:
    `MAX_REWARD_BYTES`, read as Harbor reads it: `reward.json` first (a flat object of finite
    numbers), else `reward.txt` (one finite number). The scalar reward is the `reward` key,
    else the mean of the keys.
-4. **Canary twins must score lower.** Where `tests/` holds Python test files, two twins of the
-   folder run the same way: every test function raises after its body (tail), and every
-   equality expects another value (expectation; `agent_env.grading.canaries`). A genuine
-   change scores lower on each twin than on the verifier itself; a twin that scores as high
-   is reward 0 (`canary_passed`): a forged reward file, an outcome rewritten for every test,
-   skipped bodies or objects equal to anything. A verifier with no Python test file gets no
-   twin, and the result says so (`notes`). **Known limit:** the twins change every test at
-   once, so a mechanism confined to one test of several passes them (the per-test twins of
-   `verdict` need test ids, which a script verifier does not name).
-5. **Blame is decided, not guessed.** No reward file (or an unreadable one), a timeout or a
+4. **The verifier's reward files are known.** The verifier runs once on the pristine
+   workspace (the control, cached per task): a reward file it does not write there (a
+   `reward.json` beside its `reward.txt`: Harbor reads reward.json first) is `reward_forged`.
+5. **Canary twins must score lower, and a moved reward must not appear.** When the verifier
+   pays, twins of its tests folder run the same way, in parallel: for each test function of
+   each Python test file, one where that test raises after its body (tail) and one where its
+   equalities expect other values (expectation; `agent_env.grading.canaries`). A genuine
+   change scores lower on each; a twin that scores as high is reward 0 (`canary_passed`):
+   a skipped body, a rewritten outcome, an early exit, an object equal to anything, a forged
+   reward. One more twin moves every mention of `/logs/verifier` in the folder to another
+   folder: the verifier's own writes follow it, so a reward file that still appears in
+   `/logs/verifier` was written by the agent's code (`reward_forged`); this guards
+   shell-only verifiers too, which have no test twin (the result says so in `notes`).
+   Test twins run only for a full score (1): on a partial one, a twin of a test that failed
+   anyway scores the same, so only the moved-path twin runs. **Known limits:** a partial
+   score is guarded against forged reward files, not against tests faked one by one; code
+   that reads the verifier's files to learn where the reward goes
+   writes it there in every run, so the moved-path twin cannot tell; a shell-only verifier
+   that runs the agent's code then has no guard of ours against a forged reward
+   (`agent_env validate` warns of a task without test twins).
+6. **Blame is decided, not guessed.** No reward file (or an unreadable one), a timeout or a
    dead sandbox after the agent's change is compared with a run of the pristine workspace:
    when that one leaves a reward, the agent's change is to blame (reward 0,
    `reward_missing` / `grading_crashed_by_patch`); when it does not either, the task is broken
@@ -47,13 +58,22 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import AGENT_PATCH, _apply, _judge_tree, _touched, patch_bytes, sandbox_spec_for
+from agent_env.grading.runs import (
+    AGENT_PATCH,
+    PARALLEL_RUNS,
+    _apply,
+    _judge_tree,
+    _touched,
+    patch_bytes,
+    sandbox_spec_for,
+)
 from sandboxes import ExecResult, Mount, Sandbox, SandboxError, SandboxSpec
 from tasks import Task
 
@@ -61,18 +81,6 @@ TESTS_TARGET = "/tests"
 REWARD_DIR = "/logs/verifier"
 MAX_REWARD_BYTES = 64 * 1024
 """A reward file larger than this is not read (a reward is a number or a few)."""
-
-
-@dataclass(frozen=True)
-class ScriptRun:
-    """One run of the verifier script over the agent's change."""
-
-    dropped: tuple[tuple[str, str], ...]
-    rejected: str | None
-    """git's words when it refused the patch (then nothing ran)."""
-    result: ExecResult | None
-    rewards: dict[str, float] | str
-    """The reward file's numbers, or why there are none."""
 
 
 def scalar(rewards: dict[str, float]) -> float:
@@ -135,9 +143,9 @@ def read_reward(folder: Path) -> dict[str, float] | str:
 # -- canary twins of a tests folder -----------------------------------------------------------
 
 
-def test_functions(source: str) -> list[str]:
+def find_test_functions(source: str) -> list[str]:
     """Qualified names of the test functions of a pytest/unittest file: top-level `test*`
-    functions and `test*` methods of top-level `Test*` (or TestCase) classes."""
+    functions and `test*` methods of top-level classes."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -155,65 +163,115 @@ def test_functions(source: str) -> list[str]:
     return names
 
 
-def twin_folders(tests_dir: Path, into: Path, rng: random.Random) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(kind, folder) of each twin of `tests_dir` made under `into` (every test function of
-    every Python test file changed at once), and notes on what could not be changed."""
+@dataclass(frozen=True)
+class FolderTwin:
+    """A twin of the verifier's tests folder: `kind` (tail, expectation: one test changed to
+    fail; `reward_path`: the reward written elsewhere), the test it changes, its files (a
+    path relative to the folder -> new text) and where its verifier writes the reward."""
+
+    kind: str
+    test: str
+    files: dict[str, str]
+    reward_dir: str = REWARD_DIR
+
+
+def build_test_twins(tests_dir: Path, rng: random.Random) -> tuple[list[FolderTwin], list[str]]:
+    """A tail and an expectation twin of each test function of each Python test file in
+    `tests_dir` (one test changed per twin), and notes on the twins that cannot be built."""
     files = sorted(p for p in tests_dir.rglob("*.py") if p.name.startswith("test") or p.name.endswith("_test.py"))
-    sources = {p: p.read_text(errors="replace") for p in files}
-    tests = {p: test_functions(text) for p, text in sources.items()}
-    if not any(tests.values()):
-        return [], ["no canary: the verifier has no Python test function to build a twin of"]
-    twins, notes = [], []
-    for kind, build in (("tail", tail_twin), ("expectation", expectation_twin)):
-        folder = into / kind
-        shutil.copytree(tests_dir, folder)
-        changed = 0
-        for path, names in tests.items():
-            source, rel = sources[path], str(path.relative_to(tests_dir))
-            for name in names:
-                twin = build(source, rel, name, name, rng)
+    twins: list[FolderTwin] = []
+    notes: list[str] = []
+    for path in files:
+        source, rel = path.read_text(errors="replace"), str(path.relative_to(tests_dir))
+        for name in find_test_functions(source):
+            for build in (tail_twin, expectation_twin):
+                twin = build(source, rel, f"{rel}::{name}", name, rng)
                 if twin.source is None:
-                    notes.append(f"{rel}::{name}: no {kind} canary: {twin.reason}")
-                    continue
-                source, changed = twin.source, changed + 1
-            (folder / rel).write_text(source)
-        if changed:
-            twins.append((kind, folder))
+                    notes.append(f"{rel}::{name}: no {twin.kind} canary: {twin.reason}")
+                else:
+                    twins.append(FolderTwin(twin.kind, f"{rel}::{name}", {rel: twin.source}))
+    if not twins:
+        notes.insert(0, "no test canary: the verifier has no Python test function to build a twin of")
     return twins, notes
+
+
+def reward_path_twin(tests_dir: Path, rng: random.Random) -> FolderTwin | None:
+    """The verifier's files with every mention of `/logs/verifier` moved to another folder, so
+    that its own writes go there: a reward file that still appears in `/logs/verifier` was
+    written by something else, the agent's code (`reward_forged`). None when no text file of
+    the folder names `/logs/verifier` (the twin would change nothing)."""
+    moved = f"/logs/{rng.choice(['verify', 'results', 'grading', 'check', 'scores'])}-{rng.randrange(16**6):06x}"
+    files = {}
+    for path in sorted(p for p in tests_dir.rglob("*") if p.is_file()):
+        try:
+            text = path.read_text()
+        except (UnicodeDecodeError, OSError):
+            continue
+        if REWARD_DIR in text:
+            files[str(path.relative_to(tests_dir))] = text.replace(REWARD_DIR, moved)
+    return FolderTwin("reward_path", "verifier", files, moved) if files else None
 
 
 # -- the runs ---------------------------------------------------------------------------------
 
 
-def _spec(task: Task, tests: Path, logs: Path) -> SandboxSpec:
-    assert task.verifier is not None
-    spec = sandbox_spec_for(task)
-    mounts = (*spec.mounts, Mount(tests, TESTS_TARGET), Mount(logs, REWARD_DIR, writable=True))
-    return dataclasses.replace(spec, mounts=mounts, env={**spec.env, **task.verifier.env})
+@dataclass(frozen=True)
+class ScriptRun:
+    """One run of the verifier script over the agent's change."""
+
+    dropped: tuple[tuple[str, str], ...]
+    rejected: str | None
+    """git's words when it refused the patch (then nothing ran)."""
+    result: ExecResult | None
+    rewards: dict[str, float] | str
+    """The reward file's numbers (where this run's verifier writes them), or why there are none."""
+    names: frozenset[str] = frozenset()
+    """The reward files that were there (reward.txt, reward.json)."""
+    planted: tuple[str, ...] = ()
+    """What appeared in /logs/verifier while the verifier wrote its reward elsewhere."""
 
 
-def _readable_copy(source: Path, into: Path) -> Path:
-    """`source` copied to `into`, readable by every user and its scripts executable (the
-    sandbox user is not the host's)."""
+def _readable_copy(source: Path, into: Path, changed: dict[str, str]) -> Path:
+    """`source` copied to `into` with `changed` files replaced, readable by every user and its
+    scripts executable (the sandbox's user is not the host's)."""
     shutil.copytree(source, into, dirs_exist_ok=True)
+    for rel, text in changed.items():
+        (into / rel).write_text(text)
     for path in [into, *into.rglob("*")]:
-        mode = 0o755 if path.is_dir() or path.suffix == ".sh" else 0o644
-        path.chmod(mode)
+        path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" or path.name == VERIFIER else 0o644)
     return into
 
 
-def run_script(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox], tests: Path) -> ScriptRun:
-    """Apply `patch` in a fresh sandbox of the task, judge the tree, run the verifier with
-    `tests` at /tests, close the sandbox, then read the reward. Raises `SandboxError`
-    when the sandbox fails."""
+VERIFIER = "test.sh"
+PARTIAL_NOTE = "no test canary: the score is partial (a test's twin may fail on a test that failed anyway)"
+
+
+def _folder(path: Path) -> Path:
+    path.mkdir()
+    path.chmod(0o777)  # the sandbox's user writes there
+    return path
+
+
+def run_script(
+    task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox], twin: FolderTwin | None = None
+) -> ScriptRun:
+    """Apply `patch` in a fresh sandbox of the task, judge the tree, run the verifier (the
+    task's tests, or `twin`'s) with the tests at /tests, close the sandbox, then read the
+    reward from the host. Raises `SandboxError` when the sandbox fails."""
     assert task.verifier is not None
     with tempfile.TemporaryDirectory(prefix="verifier-") as scratch:
-        logs = Path(scratch) / "verifier"
-        logs.mkdir()
-        logs.chmod(0o777)  # the sandbox's user writes the reward
-        shown = _readable_copy(tests, Path(scratch) / "tests")
+        root = Path(scratch)
+        logs = _folder(root / "verifier")
+        shown = _readable_copy(task.verifier.tests_dir, root / "tests", twin.files if twin else {})
+        mounts = [Mount(shown, TESTS_TARGET), Mount(logs, REWARD_DIR, writable=True)]
+        reward_dir = twin.reward_dir if twin else REWARD_DIR
+        moved = _folder(root / "moved") if reward_dir != REWARD_DIR else logs
+        if reward_dir != REWARD_DIR:
+            mounts.append(Mount(moved, reward_dir, writable=True))
+        spec = sandbox_spec_for(task)
+        spec = dataclasses.replace(spec, mounts=(*spec.mounts, *mounts), env={**spec.env, **task.verifier.env})
         dropped: tuple[tuple[str, str], ...] = ()
-        with factory(_spec(task, shown, logs)) as sandbox:
+        with factory(spec) as sandbox:
             if patch.strip():
                 listing = sandbox.exec("git ls-tree -r -z --name-only HEAD 2>/dev/null", timeout=60, fresh=True).output
                 pristine = frozenset(p for p in listing.split("\0") if p)
@@ -225,8 +283,10 @@ def run_script(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox]
                     return ScriptRun((), words, None, "nothing ran")
                 dropped = _judge_tree(task, sandbox, touched or [], pristine)
             result = sandbox.exec(f"{TESTS_TARGET}/{task.verifier.script}", timeout=task.verifier.timeout_s, fresh=True)
-        # Closed: every process it held is gone, so the file is what the run left.
-        return ScriptRun(dropped, None, result, read_reward(logs))
+        # Closed: every process it held is gone, so the folders hold what the run left.
+        names = frozenset(n for n in ("reward.txt", "reward.json") if os.path.lexists(moved / n))
+        planted = tuple(sorted(os.listdir(logs))) if moved is not logs else ()
+        return ScriptRun(dropped, None, result, read_reward(moved), names, planted)
 
 
 def _crash(result: ExecResult | None) -> str | None:
@@ -239,26 +299,70 @@ def _crash(result: ExecResult | None) -> str | None:
     return None
 
 
-_controls: dict[str, str | None] = {}
+@dataclass(frozen=True)
+class Control:
+    """The verifier on the pristine workspace: why it leaves no reward (None: it does), and
+    which reward files it writes."""
+
+    problem: str | None
+    names: frozenset[str]
+
+
+_controls: dict[str, Control] = {}
 _controls_lock = threading.Lock()
 
 
-def control_problem(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> str | None:
-    """Why the verifier leaves no reward on the pristine workspace, or None when it does
-    (cached per task for the process)."""
+def control_run(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> Control:
+    """The verifier run on the pristine workspace (cached per task for the process)."""
     assert task.verifier is not None
     key = f"{task.id}:{task.workspace}:{task.verifier.tests_dir}"
     with _controls_lock:
         if key in _controls:
             return _controls[key]
     try:
-        run = run_script(task, "", factory, task.verifier.tests_dir)
-        problem = _crash(run.result) or (run.rewards if isinstance(run.rewards, str) else None)
+        run = run_script(task, "", factory)
+        control = Control(_crash(run.result) or (run.rewards if isinstance(run.rewards, str) else None), run.names)
     except SandboxError as exc:
-        problem = f"the sandbox failed: {exc}"
+        control = Control(f"the sandbox failed: {exc}", frozenset())
     with _controls_lock:
-        _controls[key] = problem
-    return problem
+        _controls[key] = control
+    return control
+
+
+def _twin_verdicts(
+    task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox], twins: list[FolderTwin], reward: float
+) -> tuple[list[tuple[str, str, int | None]], list[str]]:
+    """Run each twin (`PARALLEL_RUNS` at once); (test, kind, exit status) of each, and the
+    problems: a test twin that scores as high as the verifier, a reward that appears where
+    the moved verifier did not write it."""
+
+    def one(twin: FolderTwin) -> ScriptRun | None:
+        try:
+            return run_script(task, patch, factory, twin)
+        except SandboxError:
+            return None  # a sandbox that failed scores nothing: the canary failed, as it must
+
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        runs = list(pool.map(one, twins))
+    ended, problems = [], []
+    for twin, run in zip(twins, runs, strict=True):
+        ended.append((twin.test, twin.kind, run.result.exit_code if run is not None and run.result else None))
+        if run is None:
+            continue
+        if twin.kind == "reward_path":
+            if run.planted:
+                problems.append(
+                    f"reward_forged: with the verifier writing its reward elsewhere, {', '.join(run.planted)} "
+                    f"still appeared in {REWARD_DIR}: the agent's code wrote it"
+                )
+            continue
+        score = scalar(run.rewards) if isinstance(run.rewards, dict) else None
+        if score is not None and score >= reward:
+            problems.append(
+                f"canary_passed: {twin.test}: its {twin.kind} twin, built to fail, scored {score:g} "
+                f"(the verifier: {reward:g})"
+            )
+    return ended, problems
 
 
 def grade_script(
@@ -273,7 +377,7 @@ def grade_script(
     assert task.verifier is not None
     command = f"{TESTS_TARGET}/{task.verifier.script}"
     try:
-        run = run_script(task, patch, factory, task.verifier.tests_dir)
+        run = run_script(task, patch, factory)
     except SandboxError as exc:
         run = ScriptRun((), None, None, f"the sandbox failed: {exc}")
         crashed = True
@@ -290,10 +394,12 @@ def grade_script(
     log = run.result.output if run.result is not None else ""
     exit_code = run.result.exit_code if run.result is not None else None
     trouble = _crash(run.result) or (run.rewards if isinstance(run.rewards, str) else None)
+    control = control_run(task, factory) if patch.strip() else Control(trouble, run.names)
     if trouble is not None:
-        control = control_problem(task, factory)
-        if control is not None or not patch.strip():
-            raise GradingError(f"task {task.id}: {trouble}; on the pristine workspace too ({control or trouble})")
+        if control.problem is not None or not patch.strip():
+            raise GradingError(
+                f"task {task.id}: {trouble}; on the pristine workspace too ({control.problem or trouble})"
+            )
         rule = "grading_crashed_by_patch" if crashed else "reward_missing"
         return GradeResult(
             resolved=False, patch_applied=True, log=log, blocked=(*blocked, rule), dropped=dropped,
@@ -302,38 +408,34 @@ def grade_script(
         )  # fmt: skip
     assert isinstance(run.rewards, dict)
     reward = scalar(run.rewards)
+    problems: list[str] = []
+    if unexpected := sorted(run.names - control.names):
+        problems.append(
+            f"reward_forged: {', '.join(unexpected)} appeared, which the verifier does not write on the pristine "
+            f"workspace (it writes {', '.join(sorted(control.names))})"
+        )
     canaries: list[tuple[str, str, int | None]] = []
     notes: list[str] = []
-    problems: list[str] = []
-    if reward > 0:
-        with tempfile.TemporaryDirectory(prefix="canaries-") as scratch:
-            twins, notes = twin_folders(task.verifier.tests_dir, Path(scratch), rng)
-            for kind, folder in twins:
-                try:
-                    twin_run = run_script(task, patch, factory, folder)
-                except SandboxError:
-                    canaries.append(("verifier", kind, None))  # a failed sandbox scores nothing
-                    continue
-                twin_reward = scalar(twin_run.rewards) if isinstance(twin_run.rewards, dict) else None
-                canaries.append(("verifier", kind, twin_run.result.exit_code if twin_run.result else None))
-                if twin_reward is not None and twin_reward >= reward:
-                    problems.append(
-                        f"canary_passed: the {kind} twin of the verifier's tests, built to score lower, "
-                        f"scored {twin_reward:g} (the verifier: {reward:g})"
-                    )
-    if problems:
-        blocked.append("canary_passed")
-        reward = 0.0
+    if reward > 0 and not problems:
+        # A test twin of a partial score proves nothing: its test may have failed anyway.
+        twins, notes = build_test_twins(task.verifier.tests_dir, rng) if reward >= 1.0 else ([], [PARTIAL_NOTE])
+        if (moved := reward_path_twin(task.verifier.tests_dir, rng)) is not None:
+            twins.append(moved)
+        else:
+            notes.append(f"no reward-path canary: no file of the verifier names {REWARD_DIR}")
+        rng.shuffle(twins)
+        canaries, problems = _twin_verdicts(task, patch, factory, twins, reward)
+    rules = list(dict.fromkeys(text.split(":", 1)[0] for text in problems))
     return GradeResult(
         resolved=not problems and reward >= 1.0,
         patch_applied=True,
         log=log,
-        blocked=tuple(blocked),
+        blocked=(*blocked, *rules),
         exit_code=exit_code,
         problems=tuple(problems),
         canaries=tuple(canaries),
         notes=tuple(notes),
-        reward=reward,
+        reward=0.0 if problems else reward,
         rewards=run.rewards,
         dropped=dropped,
         command=command,
