@@ -90,14 +90,15 @@ eval-swe: setup
 
 # Every SWE-bench Verified row graded offline, gold and empty patch, from a folder of clones
 # (tasks/README.md, "All of Verified"): SWE_REPO_CACHE=~/swe-repos make verify-verified.
-# Resumable (the same command goes on after Ctrl-C or a crash); VERIFIED= a rows .jsonl
+# Resumable (the same command goes on after Ctrl-C or a crash); each row's own environment
+# copy is deleted after its verdict (--prune: the specs' shared ones stay); VERIFIED= a rows .jsonl
 # (default: the hub's dataset), SANDBOX=docker, SHARD=2/4 for the second of four slices.
 VERIFIED ?= verified
 VERIFY_OUT ?= runs/verify-verified
 SANDBOX ?= local
 verify-verified: setup
 	@test -n "$$SWE_REPO_CACHE" || { echo "SWE_REPO_CACHE is not set: give a folder of git clones, e.g. SWE_REPO_CACHE=~/swe-repos make verify-verified"; exit 2; }
-	$(PY) -m agent_env validate $(VERIFIED) --repo-cache "$$SWE_REPO_CACHE" --out $(VERIFY_OUT) \
+	$(PY) -m agent_env validate $(VERIFIED) --repo-cache "$$SWE_REPO_CACHE" --out $(VERIFY_OUT) --prune \
 	  --sandbox $(SANDBOX) $(if $(SHARD),--shard $(SHARD)) $(ARGS)
 
 bench: setup

@@ -95,13 +95,14 @@ def validate(
     build_workers: int | None = None,
     out: Path | None = None,
     shard_of: tuple[int, int] | None = None,
+    prune: bool = False,
 ) -> int:
     tasks = load_sources(paths, repo_cache, instances)
     if shard_of is not None:
         tasks = shard(spec_order(tasks, sandbox), *shard_of)
         print(f"shard {shard_of[0]}/{shard_of[1]}: {len(tasks)} task(s)", flush=True)
     if out is not None:
-        return validate_into(tasks, out, sandbox, log_dir, build_workers)
+        return validate_into(tasks, out, sandbox, log_dir, build_workers, prune)
     results: list[TaskValidation] = []
     log_dir = log_dir or default_log_dir()
     try:
@@ -120,7 +121,9 @@ def validate(
     return exit_status(results)
 
 
-def validate_into(tasks: list, out: Path, sandbox: str, log_dir: Path | None, build_workers: int | None) -> int:
+def validate_into(
+    tasks: list, out: Path, sandbox: str, log_dir: Path | None, build_workers: int | None, prune: bool = False
+) -> int:
     """`validate` as a resumable run in the folder `out` (`agent_env.validate_run`)."""
     from agent_env.validate_run import run
 
@@ -129,7 +132,7 @@ def validate_into(tasks: list, out: Path, sandbox: str, log_dir: Path | None, bu
         print("\n".join([f"{progress} {lines[0]}", *lines[1:]]), flush=True)
 
     try:
-        run(tasks, out, sandbox, build_workers=build_workers, log_dir=log_dir, on_result=show)
+        run(tasks, out, sandbox, build_workers=build_workers, log_dir=log_dir, on_result=show, prune=prune)
     except KeyboardInterrupt as exc:
         done = len(read_records(out / RESULTS))
         exc.kept = (
@@ -186,7 +189,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shard", default=None, metavar="I/N", help="validate only the I-th of N slices of the tasks (e.g. 2/4)"
     )
+    parser.add_argument(
+        "--prune",
+        action="store_true",
+        help="with --out: delete each task's own environment copy and workspace once its verdict is written "
+        "(the specs' shared environments stay); all of Verified then fits on a small disk",
+    )
     args = parser.parse_args(argv)
+    if args.prune and args.out is None:
+        parser.error("--prune goes with --out (a resumable run): without it, nothing says which tasks are done")
     if args.build_workers is not None and args.build_workers < 1:
         parser.error(f"--build-workers {args.build_workers}: give a number of at least 1")
     shard_of = None
@@ -199,7 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     with interrupts():  # Ctrl-C / SIGTERM: sandboxes closed, one line, exit 130 / 143
         try:
             return validate(
-                args.paths, args.repo_cache, instances, args.sandbox, args.logs, args.build_workers, args.out, shard_of
+                args.paths,
+                args.repo_cache,
+                instances,
+                args.sandbox,
+                args.logs,
+                args.build_workers,
+                args.out,
+                shard_of,
+                args.prune,
             )
         except TaskError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -30,7 +30,7 @@ SYSTEM_PROMPT = (
     "Investigate the issue, make the smallest change to the non-test source files that "
     "resolves it, check your change, then call `finish`. Use exactly one tool call per reply."
 )
-USER_TEMPLATE = "<issue>\n{problem}\n</issue>\n\nThe repository is at /workspace. Resolve the issue, then call finish."
+USER_TEMPLATE = "<issue>\n{problem}\n</issue>\n\nThe repository is at {workdir}. Resolve the issue, then call finish."
 # The agent's diff, taken so that nothing the agent set up can shape it: a fresh shell (not
 # the agent's: its functions, aliases and PATH do not apply), a throwaway git directory of
 # our own (the agent's .git/config, hooks, info/ and index are never read; its objects are,
@@ -144,7 +144,8 @@ class ToolEnv:
             raise SandboxError(f"task {self.task.id}: the workspace has no base commit: {head.output.strip()[:200]}")
         self.stats = EpisodeStats()
         self.done = False
-        observation = USER_TEMPLATE.format(problem=self.task.problem_statement)
+        workdir = self.task.sandbox.get("workdir", SandboxSpec().workdir)
+        observation = USER_TEMPLATE.format(problem=self.task.problem_statement, workdir=workdir)
         self.transcript = [
             {"role": "system", "content": self.system_prompt},
             {"role": "user", "content": observation},

@@ -178,10 +178,11 @@ def gold_edit_calls(task: Task, workdir: str = "/workspace") -> list[ToolCall]:
     return calls
 
 
-def gold_actions(task: Task, workdir: str = "/workspace", style: GoldStyle = "patch") -> list[str]:
-    """Model-text actions that solve the task, one per turn. The one-turn styles: the first
-    action makes the whole change (one or more tool calls), the second calls `finish`;
-    `explore`: see `gold_explore_actions`."""
+def gold_actions(task: Task, workdir: str | None = None, style: GoldStyle = "patch") -> list[str]:
+    """Model-text actions that solve the task, one per turn (in `workdir`, default the task's
+    sandbox workdir). The one-turn styles: the first action makes the whole change (one or
+    more tool calls), the second calls `finish`; `explore`: see `gold_explore_actions`."""
+    workdir = workdir or task.sandbox.get("workdir", "/workspace")
     if not task.gold_patch:
         raise ValueError(f"task {task.id} has no gold patch")
     if style == "explore":

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import time
 from collections import Counter
@@ -162,13 +163,16 @@ def run(
     build_workers: int | None = None,
     log_dir: Path | None = None,
     on_result: Callable[[TaskValidation, str], None] | None = None,
+    prune: bool = False,
 ) -> list[RowRecord]:
     """Validate each of `tasks` not yet in `out/results.jsonl`, spec by spec, appending each
     verdict as it comes (each task's log in `log_dir`, default `out/logs`);
     `on_result(verdict, progress)` is told of each (progress: `[k/n, ETA ...]`). Returns this
     run's records; the tables are rewritten from the whole file, also after Ctrl-C (the
     interrupt then goes on up, and the caches' disk use, which takes a `du` over every
-    environment, is left out so that the stop takes seconds)."""
+    environment, is left out so that the stop takes seconds). `prune`: once a task's verdict
+    is written, its own files are deleted (`owned_paths`): the disk holds the specs' shared
+    environments and one task's own, not every task's (a django row's own copy is ~0.2 GB)."""
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS
     finished = {r.task_id for r in read_records(results)}
@@ -189,11 +193,14 @@ def run(
             prepared = prepare_environments(
                 group, backend, workers=build_workers, seconds=env_seconds, built=built, progress=False
             )
-            for task in prepared:
+            for original, task in zip(group, prepared, strict=True):
                 result = validate_task(task, factory, log_dir or out / "logs")
                 record = RowRecord.of(task, result, env_seconds.get(task.id, 0.0), task.id in built)
                 append_record(results, record)
                 records.append(record)
+                if prune:
+                    for path in owned_paths(original, task):
+                        shutil.rmtree(path, ignore_errors=True)
                 if on_result is not None:
                     remaining = len(todo) - len(records)
                     spent = time.monotonic() - started
@@ -202,6 +209,23 @@ def run(
     finally:
         write_tables(out, measure_disk=not stopped)
     return records
+
+
+def owned_paths(original: Task, prepared: Task) -> list[Path]:
+    """The cached folders that belong to one task alone: its workspace made from a clone
+    (`workspaces/git/...`) and its own environment copy (`envs/ws-*`, the per-task part of
+    `sandboxes.pyenv`). The shared environment of its spec (`env-*`) is never among them."""
+    from sandboxes.pyenv import cache_dir
+    from tasks.spec import workspace_cache_dir
+
+    paths = []
+    if original.workspace is not None and original.workspace.parent == workspace_cache_dir() / "git":
+        paths.append(original.workspace)
+    candidates = [prepared.workspace, *(Path(m["source"]) for m in prepared.sandbox.get("mounts", []))]
+    for path in candidates:
+        if path is not None and path.parent.parent == cache_dir() and path.parent.name.startswith("ws-"):
+            paths.append(path.parent)
+    return list(dict.fromkeys(paths))
 
 
 def write_tables(out: Path, *, measure_disk: bool = True) -> None:

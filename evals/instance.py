@@ -51,6 +51,15 @@ def grade_fields(task: Task, attempt: Attempt) -> dict:
         return {"resolved": False, "note": f"ended: {attempt.end}", "failed_tests": [], "grader": "project"}
     if not grade.patch_applied:
         return {"resolved": False, "note": "the patch does not apply", "failed_tests": [], "grader": "project"}
+    if task.verifier is not None:  # a verifier script (Harbor tasks): its reward decides, not a test list
+        fields = {"resolved": grade.resolved, "grader": "verifier", "reward": grade.score, "failed_tests": []}
+        if grade.rewards:
+            fields["rewards"] = dict(grade.rewards)
+        if grade.blocked:
+            fields["reward_hack_blocked"] = list(grade.blocked)
+        if grade.problems:
+            fields["note"] = "; ".join(grade.problems)
+        return fields
     result = verdict(grade.statuses, task.grading.fail_to_pass, task.grading.pass_to_pass)
     # SWE-bench's rule decides XFAIL and SKIPPED; a forged or incomplete test run fails here too.
     forged = [rule for rule in grade.blocked if rule in INTEGRITY_RULES]

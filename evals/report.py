@@ -91,7 +91,15 @@ def summarize(results: list[dict], quarantined: Iterable[str] = ()) -> dict:
         "mean_turns": _mean([r.get("turns", 0) for r in ran]),
         "mean_tokens": _mean([r.get("tokens", 0) for r in ran]),
         "mean_policy_tokens": _mean([r.get("policy_tokens", 0) for r in ran]),
+        **_rewards(ran),
     }
+
+
+def _rewards(ran: list[dict]) -> dict:
+    """The mean verifier reward (Harbor tasks: a number, not only resolved or not) over the
+    instances graded by one, when any was."""
+    scored = [r["reward"] for r in ran if isinstance(r.get("reward"), (int, float))]
+    return {"mean_reward": round(sum(scored) / len(scored), 4), "rewarded": len(scored)} if scored else {}
 
 
 def breakdown(results: list[dict], key: str, quarantined: Iterable[str] = ()) -> dict[str, dict]:
@@ -251,6 +259,12 @@ def markdown_report(summary: dict, results: list[dict], model: str, report: dict
         lines += [
             f"Empty patches are graded too: {summary.get('empty_patch_resolved', 0)} of {summary['empty_patch']} "
             "resolve (one that does is an instance whose tests pass without a fix).",
+            "",
+        ]
+    if summary.get("rewarded"):
+        lines += [
+            f"Mean verifier reward {summary['mean_reward']} over the {summary['rewarded']} instance(s) a verifier "
+            "script graded (its reward file: partial credit counts).",
             "",
         ]
     lines += [

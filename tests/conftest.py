@@ -12,6 +12,7 @@ import os
 import stat
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,43 @@ from sandboxes.local import bwrap_available
 
 BWRAP_PROBLEM = bwrap_available()
 needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"local sandbox unavailable: {BWRAP_PROBLEM}")
+
+
+STALL_S = 600.0
+"""How long a long-running subprocess may go without visible progress before a test calls it
+hung: the clock bounds a stall, never the whole run, so a slow (loaded) machine passes."""
+
+
+def output_progress(*paths: Path) -> Callable[[], object]:
+    """A progress measure for `wait_progressing`: the sizes of files a run keeps writing (its
+    log, its metrics)."""
+    return lambda: tuple(p.stat().st_size if p.exists() else -1 for p in paths)
+
+
+def wait_progressing(
+    condition: Callable[[], object], progress: Callable[[], object], what: str, *, stall_s: float = STALL_S,
+    interval: float = 0.2,
+):  # fmt: skip
+    """Wait for `condition()` to hold and return its value, failing the test naming `what`
+    only when `progress()` (e.g. `output_progress(log)`) stays the same for `stall_s`
+    seconds: a hang, not a slow machine, fails it."""
+    last, stalled_since = progress(), time.monotonic()
+    while True:
+        value = condition()
+        if value:
+            return value
+        now = progress()
+        if now != last:
+            last, stalled_since = now, time.monotonic()
+        elif time.monotonic() - stalled_since > stall_s:
+            pytest.fail(f"no progress for {stall_s:.0f} s while waiting for {what}")
+        time.sleep(interval)
+
+
+def wait_exit(process, progress: Callable[[], object], what: str, *, stall_s: float = STALL_S) -> int:
+    """`process.wait()` that fails the test only when `progress()` stalls for `stall_s` s."""
+    wait_progressing(lambda: process.poll() is not None, progress, what, stall_s=stall_s)
+    return process.returncode
 
 
 def wait_until(condition: Callable[[], object], deadline: float, what: str, *, interval: float = 0.05):

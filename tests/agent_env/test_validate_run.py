@@ -192,3 +192,28 @@ def test_a_stopped_run_keeps_its_verdicts_and_a_rerun_does_only_the_rest(tmp_pat
     # Nothing left: a rerun grades nothing and only rewrites the tables.
     (out / "table.md").unlink()
     assert validate_run.run(tasks, out) == [] and (out / "table.md").exists()
+
+
+def test_pruning_takes_a_tasks_own_folders_and_never_its_specs_shared_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path))
+    monkeypatch.delenv("AGENTIC_RL_ENV_CACHE", raising=False)
+    envs, git = tmp_path / "envs", tmp_path / "workspaces" / "git"
+    loaded = replace(_row("psf__requests-1142", "1.1"), workspace=git / "psf__requests-abc-e3b0")
+    mounts = [
+        {"source": str(envs / "ws-1234" / "venv"), "target": "/opt/venv", "writable": False},
+        {"source": str(envs / "env-5678" / "venv"), "target": "/opt/shared", "writable": False},  # the spec's
+        {"source": "/root/.pyenv/versions/3.9.18", "target": "/root/.pyenv/versions/3.9.18", "writable": False},
+    ]
+    prepared = replace(loaded, workspace=envs / "ws-1234" / "workspace", sandbox={"mounts": mounts})
+    assert validate_run.owned_paths(loaded, prepared) == [git / "psf__requests-abc-e3b0", envs / "ws-1234"]
+    (authored,) = builtin_tasks(["parsing-querystring-plus"])
+    assert validate_run.owned_paths(authored, authored) == []
+
+
+def test_prune_without_a_resumable_run_is_refused(capsys):
+    from agent_env.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["validate", "--prune"])
+    assert stopped.value.code == 2
+    assert "--prune goes with --out (a resumable run)" in capsys.readouterr().err

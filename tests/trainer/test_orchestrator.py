@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import needs_bwrap, wait_until
+from tests.conftest import needs_bwrap, output_progress, wait_exit, wait_progressing
 from tests.trainer.faults import FaultySandboxes
 from trainer.config import RolloutConfig, TreeConfig
 from trainer.orchestrator.schedule import EpisodeJob
@@ -176,25 +176,30 @@ def test_sigkill_at_random_points_then_resume_consumes_the_same_trajectories_and
     args = ["orchestrator.deterministic=true", "orchestrator.max_staleness=1", "run.steps=6", "run.checkpoint_every=1", "rollout.max_turns=2",
             "rollout.max_new_tokens=8", "orchestrator.episodes_per_step=2", "learner.lr=1e-3", "learner.critic_lr=1e-3", "orchestrator.rollout_workers=2"]  # fmt: skip
     straight = _launch(tmp_path, "straight", args)
-    assert straight.wait(timeout=600) == 0, (tmp_path / "straight.log").read_text()[-3000:]
+    straight_progress = output_progress(tmp_path / "straight.log", tmp_path / "straight" / "metrics.jsonl")
+    assert wait_exit(straight, straight_progress, "the uninterrupted run") == 0, (
+        tmp_path / "straight.log"
+    ).read_text()[-3000:]
 
     rng = random.Random(0)
     checkpoints = tmp_path / "killed" / "checkpoints"
     kills = 0
     while True:
         process = _launch(tmp_path, "killed", args)
-        deadline = time.monotonic() + 600
+        progress = output_progress(tmp_path / "killed.log", tmp_path / "killed" / "metrics.jsonl")
         if kills == 0:  # the first kill lands while a checkpoint is being written
-            wait_until(lambda p=process: p.poll() is not None or list(checkpoints.glob(".step_*.partial")), deadline,
-                       "a checkpoint write to start", interval=0.005)  # fmt: skip
+            wait_progressing(lambda p=process: p.poll() is not None or list(checkpoints.glob(".step_*.partial")),
+                             progress, "a checkpoint write to start", interval=0.005)  # fmt: skip
         elif kills < 3:  # then at random points after the run made progress (episodes in flight)
             before = len(list(checkpoints.glob("step_*")))
-            wait_until(lambda p=process, n=before: p.poll() is not None or len(list(checkpoints.glob("step_*"))) > n,
-                       deadline, "the next checkpoint")  # fmt: skip
+            wait_progressing(lambda p=process, n=before: p.poll() is not None or len(list(checkpoints.glob("step_*"))) > n,
+                             progress, "the next checkpoint")  # fmt: skip
             # Not a wait for anything: the kill lands a random time after that checkpoint.
             time.sleep(rng.uniform(0.0, 3.0))
         else:
-            assert process.wait(timeout=600) == 0, (tmp_path / "killed.log").read_text()[-3000:]
+            assert wait_exit(process, progress, "the last resumed run") == 0, (tmp_path / "killed.log").read_text()[
+                -3000:
+            ]
             break
         if process.poll() is None:
             _kill_run(process)

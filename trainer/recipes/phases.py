@@ -79,7 +79,7 @@ def build_schedule(config: TrainConfig, tasks: list[Task]):
 def demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory, progress: bool = False) -> list:
     """Gold trajectories: each task's gold patch applied through the agent's own tools
     (`progress`: a bar over the tasks)."""
-    from agent_env import ToolEnv, gold_actions
+    from agent_env import ToolEnv
     from trainer.inference.engines.scripted import ScriptedEngine
     from trainer.inference.models import load_tokenizer
     from trainer.inference.rollout import ChatFormat, run_episode
@@ -92,7 +92,7 @@ def demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory, prog
             trajectories.append(
                 run_episode(
                     ToolEnv(task, sandbox_factory=sandbox_factory),
-                    ScriptedEngine(gold_actions(task, style=config.warm_start.style), chat.encode, chat.end_id),
+                    ScriptedEngine(_gold_actions(task, config.warm_start.style), chat.encode, chat.end_id),
                     chat,
                     max_new_tokens=config.rollout.max_total_tokens,
                     max_total_tokens=1 << 20,
@@ -103,6 +103,20 @@ def demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory, prog
 
 
 @contextlib.contextmanager
+def _gold_actions(task: Task, style: str) -> list[str]:
+    """The task's gold actions in the warm start's style, or in the `patch` style (one
+    `git apply`) when its gold cannot be written that way (a mode change, a binary file, a
+    rename: the editor cannot make them), said once per task."""
+    from agent_env import gold_actions
+    from agent_env.gold import GoldEditError
+
+    try:
+        return gold_actions(task, style=style)
+    except GoldEditError as exc:
+        logger.info("task %s: its gold is not %s-able (%s); its demonstration applies the patch", task.id, style, exc)
+        return gold_actions(task, style="patch")
+
+
 def progress_bar(total: int, label: str, unit: str, disable: bool = False) -> Iterator:
     """A tqdm bar on stderr for one phase, closed when the block ends; log lines printed
     while it is open go above it (`tqdm.write`), so bar and log never share a line."""
