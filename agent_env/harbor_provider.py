@@ -26,7 +26,6 @@ How Harbor's calls map onto a sandbox (`sandboxes.Sandbox`):
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
 import os
 import shlex
@@ -161,10 +160,14 @@ class SandboxEnvironment(BaseEnvironment):
             if host.is_dir():
                 shutil.copytree(host, target, dirs_exist_ok=True)
             return
-        listing = await self.exec(f"tar -C {shlex.quote(source_dir)} -cf - . | base64 -w0")
-        if listing.return_code != 0:
-            raise FileNotFoundError(f"{source_dir}: cannot be read in the sandbox ({listing.stdout})")
-        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(listing.stdout or "")), mode="r") as tar:
+        # Through a file, not the command's output (which the sandbox caps).
+        archive = f"/tmp/.harbor-download-{os.getpid()}.tar"
+        packed = await self.exec(f"tar -C {shlex.quote(source_dir)} -cf {archive} .")
+        if packed.return_code != 0:
+            raise FileNotFoundError(f"{source_dir}: cannot be read in the sandbox ({packed.stdout})")
+        data = await asyncio.to_thread(self._sandbox.read_file, archive)
+        await self.exec(f"rm -f {archive}")
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r") as tar:
             tar.extractall(target, filter="data")
 
     # -- commands ---------------------------------------------------------------------------
