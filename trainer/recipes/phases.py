@@ -102,7 +102,6 @@ def demonstrations(tasks: list[Task], config: TrainConfig, sandbox_factory, prog
     return trajectories
 
 
-@contextlib.contextmanager
 def _gold_actions(task: Task, style: str) -> list[str]:
     """The task's gold actions in the warm start's style, or in the `patch` style (one
     `git apply`) when its gold cannot be written that way (a mode change, a binary file, a
@@ -117,6 +116,7 @@ def _gold_actions(task: Task, style: str) -> list[str]:
         return gold_actions(task, style="patch")
 
 
+@contextlib.contextmanager
 def progress_bar(total: int, label: str, unit: str, disable: bool = False) -> Iterator:
     """A tqdm bar on stderr for one phase, closed when the block ends; log lines printed
     while it is open go above it (`tqdm.write`), so bar and log never share a line."""
