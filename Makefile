@@ -35,27 +35,27 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev,docker,swebench,tracking]"
 	@touch $(STAMP)
 
-# The OpenHands venv (evals.openhands_run runs in it; evals/README.md): pinned by
-# evals/openhands-requirements.txt, rebuilt when that changes.
+# A Python 3.12 venv from a pinned requirements file, rebuilt when that changes:
+# $(call py312_venv,TARGET,VENV,REQUIREMENTS).
+define py312_venv
+	@test -n "$(PYTHON312)" || { echo "error: make $(1) needs Python 3.12 (pyenv install 3.12, or PYTHON312=/path/to/python3.12)" >&2; exit 2; }
+	@test -x $(2)/bin/python || $(PYTHON312) -m venv $(2)
+	$(2)/bin/python -m pip install -q --upgrade pip
+	$(2)/bin/python -m pip install -q -r $(3)
+	@touch $(2)/.installed
+endef
+
+# The OpenHands venv (evals.openhands_run runs in it; evals/README.md).
 openhands-venv: $(OH_STAMP)
 
 $(OH_STAMP): evals/openhands-requirements.txt
-	@test -n "$(PYTHON312)" || { echo "error: make openhands-venv needs Python 3.12 (pyenv install 3.12, or PYTHON312=/path/to/python3.12)" >&2; exit 2; }
-	@test -x $(OH_VENV)/bin/python || $(PYTHON312) -m venv $(OH_VENV)
-	$(OH_VENV)/bin/python -m pip install -q --upgrade pip
-	$(OH_VENV)/bin/python -m pip install -q -r evals/openhands-requirements.txt
-	@touch $(OH_STAMP)
+	$(call py312_venv,openhands-venv,$(OH_VENV),evals/openhands-requirements.txt)
 
-# The Harbor venv (harbor run with our sandboxes: tasks/README.md, "Harbor tasks"): pinned by
-# agent_env/harbor-requirements.txt, rebuilt when that changes.
+# The Harbor venv (harbor run with our sandboxes: tasks/README.md, "Harbor tasks").
 harbor-venv: $(HARBOR_STAMP)
 
 $(HARBOR_STAMP): agent_env/harbor-requirements.txt
-	@test -n "$(PYTHON312)" || { echo "error: make harbor-venv needs Python 3.12 (pyenv install 3.12, or PYTHON312=/path/to/python3.12)" >&2; exit 2; }
-	@test -x $(HARBOR_VENV)/bin/python || $(PYTHON312) -m venv $(HARBOR_VENV)
-	$(HARBOR_VENV)/bin/python -m pip install -q --upgrade pip
-	$(HARBOR_VENV)/bin/python -m pip install -q -r agent_env/harbor-requirements.txt
-	@touch $(HARBOR_STAMP)
+	$(call py312_venv,harbor-venv,$(HARBOR_VENV),agent_env/harbor-requirements.txt)
 
 lint: setup
 	$(VENV)/bin/ruff check .
