@@ -99,13 +99,18 @@ def parse_shard(text: str) -> tuple[int, int]:
     return index, count
 
 
-def spec_order(tasks: Iterable[Task], backend: str) -> list[Task]:
+def spec_groups(tasks: Iterable[Task], backend: str) -> list[list[Task]]:
     """The tasks grouped by the shared part of their environment (first appearance first),
-    in their own order within a group: the order a run builds and grades them in."""
+    in their own order within a group."""
     groups: dict[str, list[Task]] = {}
     for task in tasks:
         groups.setdefault(shared_key(task, backend), []).append(task)
-    return [task for group in groups.values() for task in group]
+    return list(groups.values())
+
+
+def spec_order(tasks: Iterable[Task], backend: str) -> list[Task]:
+    """The order a run builds and grades tasks in: `spec_groups`, one after another."""
+    return [task for group in spec_groups(tasks, backend) for task in group]
 
 
 def shard(tasks: list[Task], index: int, count: int) -> list[Task]:
@@ -176,7 +181,8 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS
     finished = {r.task_id for r in read_records(results)}
-    todo = [t for t in spec_order(tasks, backend) if t.id not in finished]
+    groups = spec_groups((t for t in tasks if t.id not in finished), backend)
+    todo = [task for group in groups for task in group]
     if finished:
         log.info("%s: %d of %d tasks done already; %d to go", results, len(tasks) - len(todo), len(tasks), len(todo))
     factory = None if backend == "local" else (lambda spec: make_sandbox(spec, backend))
@@ -184,10 +190,7 @@ def run(
     started = time.monotonic()
     stopped = True
     try:
-        groups: dict[str, list[Task]] = {}
-        for task in todo:
-            groups.setdefault(shared_key(task, backend), []).append(task)
-        for group in groups.values():
+        for group in groups:
             env_seconds: dict[str, float] = {}
             built: set[str] = set()
             prepared = prepare_environments(

@@ -188,9 +188,11 @@ def export_task(task: Task, out: Path, image: str | None = None) -> Path:
             # Kept as `<path>.orig`: a copy that is not a test file the verifier runs.
             (tests / "pristine" / f"{rel}.orig").parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(workspace / rel, tests / "pristine" / f"{rel}.orig")
-            restore.append(f"mkdir -p {_q(str(Path(rel).parent))} && cp /tests/pristine/{_q(rel + '.orig')} {_q(rel)}")
+            restore.append(
+                f"mkdir -p {shlex.quote(str(Path(rel).parent))} && cp /tests/pristine/{shlex.quote(rel + '.orig')} {shlex.quote(rel)}"
+            )
         else:
-            restore.append(f"rm -rf {_q(rel)}")
+            restore.append(f"rm -rf {shlex.quote(rel)}")
     (tests / "test.patch").write_text(task.test_patch)
     (tests / "required.json").write_text(json.dumps([*task.grading.fail_to_pass, *task.grading.pass_to_pass]))
     (tests / "judge.py").write_text(JUDGE)
@@ -202,7 +204,3 @@ def export_task(task: Task, out: Path, image: str | None = None) -> Path:
     (solution / "solve.sh").write_text(SOLVE_SH.format(workdir=WORKDIR))
     (solution / "solve.sh").chmod(0o755)
     return folder
-
-
-def _q(text: str) -> str:
-    return shlex.quote(text)

@@ -267,22 +267,31 @@ def patch_bytes(patch: str) -> bytes:
         return patch.encode("utf-8", "replace")
 
 
+def apply_agent_patch(task: Task, patch: str, sandbox: Sandbox) -> tuple[tuple[str, str], ...] | str:
+    """Apply the agent's patch in the grading sandbox with `git apply` and revert what the
+    allowlist refuses, judged on the tree (`_judge_tree`): the (path, reason) of each change
+    dropped, or git's words when it refused the patch. An empty patch changes nothing."""
+    if not patch.strip():
+        return ()
+    # Listings read without git's stderr: a warning (docker's sandbox user cannot read
+    # $HOME/.config/git/ignore) would otherwise be glued to the first path.
+    listing = _exec(sandbox, "git ls-tree -r -z --name-only HEAD 2>/dev/null").output
+    pristine = frozenset(p for p in listing.split("\0") if p)
+    sandbox.write_file(AGENT_PATCH, patch_bytes(patch))
+    touched = _touched(sandbox, AGENT_PATCH)
+    applied = _apply(sandbox, AGENT_PATCH) if touched is not None else None
+    if applied is None or applied.exit_code != 0:
+        return (applied.output if applied is not None else "git cannot read the patch").strip()
+    return _judge_tree(task, sandbox, touched or [], pristine)
+
+
 def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Prepared | str:
     """Apply the agent's patch and the test patch to the grading sandbox, revert what the
     allowlist refuses, and plan the runs. A string: git refused the patch (its words)."""
-    # Listings read without git's stderr: a warning (docker's sandbox user cannot read
-    # $HOME/.config/git/ignore) would otherwise be glued to the first path.
     files_cmd = "git ls-files -z --cached --others --exclude-standard 2>/dev/null"
-    listing = _exec(sandbox, "git ls-tree -r -z --name-only HEAD 2>/dev/null").output
-    pristine = frozenset(p for p in listing.split("\0") if p)
-    dropped: tuple[tuple[str, str], ...] = ()
-    if patch.strip():
-        sandbox.write_file(AGENT_PATCH, patch_bytes(patch))
-        touched = _touched(sandbox, AGENT_PATCH)
-        applied = _apply(sandbox, AGENT_PATCH) if touched is not None else None
-        if applied is None or applied.exit_code != 0:
-            return (applied.output if applied is not None else "git cannot read the patch").strip()
-        dropped = _judge_tree(task, sandbox, touched or [], pristine)
+    dropped = apply_agent_patch(task, patch, sandbox)
+    if isinstance(dropped, str):
+        return dropped
     if task.test_patch:
         sandbox.write_file(TEST_PATCH, task.test_patch)
         restored = _apply(sandbox, TEST_PATCH)

@@ -65,15 +65,7 @@ from pathlib import Path
 from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import (
-    AGENT_PATCH,
-    PARALLEL_RUNS,
-    _apply,
-    _judge_tree,
-    _touched,
-    patch_bytes,
-    sandbox_spec_for,
-)
+from agent_env.grading.runs import PARALLEL_RUNS, apply_agent_patch, sandbox_spec_for
 from sandboxes import ExecResult, Mount, Sandbox, SandboxError, SandboxSpec
 from tasks import Task
 
@@ -231,18 +223,17 @@ class ScriptRun:
     """What appeared in /logs/verifier while the verifier wrote its reward elsewhere."""
 
 
-def _readable_copy(source: Path, into: Path, changed: dict[str, str]) -> Path:
+def _readable_copy(source: Path, into: Path, changed: dict[str, str], script: str) -> Path:
     """`source` copied to `into` with `changed` files replaced, readable by every user and its
-    scripts executable (the sandbox's user is not the host's)."""
+    scripts (`*.sh` and the verifier `script`) executable: the sandbox's user is not the host's."""
     shutil.copytree(source, into, dirs_exist_ok=True)
     for rel, text in changed.items():
         (into / rel).write_text(text)
     for path in [into, *into.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" or path.name == VERIFIER else 0o644)
+        path.chmod(0o755 if path.is_dir() or path.suffix == ".sh" or path.name == script else 0o644)
     return into
 
 
-VERIFIER = "test.sh"
 PARTIAL_NOTE = "no test canary: the score is partial (a test's twin may fail on a test that failed anyway)"
 
 
@@ -262,7 +253,9 @@ def run_script(
     with tempfile.TemporaryDirectory(prefix="verifier-") as scratch:
         root = Path(scratch)
         logs = _folder(root / "verifier")
-        shown = _readable_copy(task.verifier.tests_dir, root / "tests", twin.files if twin else {})
+        shown = _readable_copy(
+            task.verifier.tests_dir, root / "tests", twin.files if twin else {}, task.verifier.script
+        )
         mounts = [Mount(shown, TESTS_TARGET), Mount(logs, REWARD_DIR, writable=True)]
         reward_dir = twin.reward_dir if twin else REWARD_DIR
         moved = _folder(root / "moved") if reward_dir != REWARD_DIR else logs
@@ -270,18 +263,10 @@ def run_script(
             mounts.append(Mount(moved, reward_dir, writable=True))
         spec = sandbox_spec_for(task)
         spec = dataclasses.replace(spec, mounts=(*spec.mounts, *mounts), env={**spec.env, **task.verifier.env})
-        dropped: tuple[tuple[str, str], ...] = ()
         with factory(spec) as sandbox:
-            if patch.strip():
-                listing = sandbox.exec("git ls-tree -r -z --name-only HEAD 2>/dev/null", timeout=60, fresh=True).output
-                pristine = frozenset(p for p in listing.split("\0") if p)
-                sandbox.write_file(AGENT_PATCH, patch_bytes(patch))
-                touched = _touched(sandbox, AGENT_PATCH)
-                applied = _apply(sandbox, AGENT_PATCH) if touched is not None else None
-                if applied is None or applied.exit_code != 0:
-                    words = (applied.output if applied is not None else "git cannot read the patch").strip()
-                    return ScriptRun((), words, None, "nothing ran")
-                dropped = _judge_tree(task, sandbox, touched or [], pristine)
+            dropped = apply_agent_patch(task, patch, sandbox)
+            if isinstance(dropped, str):
+                return ScriptRun((), dropped, None, "nothing ran")
             result = sandbox.exec(f"{TESTS_TARGET}/{task.verifier.script}", timeout=task.verifier.timeout_s, fresh=True)
         # Closed: every process it held is gone, so the folders hold what the run left.
         names = frozenset(n for n in ("reward.txt", "reward.json") if os.path.lexists(moved / n))
