@@ -12,7 +12,8 @@ fail. Each verdict line gives the seconds it took and the log of both runs (`--l
 failed task's lines say which required tests failed and which the log does not name, each
 line cut at `LINE_LIMIT` characters with how much more the log holds. With `--out RUN` the
 run is resumable and leaves tables (`agent_env.validate_run`): each verdict is appended to
-`RUN/results.jsonl` as it comes, a rerun skips the tasks there, each line shows `[k/n, ETA]`,
+`RUN/results.jsonl` as it comes, a rerun skips the tasks there (`--redo failed,unavailable`
+grades those verdicts again), each line shows `[k/n, ETA]`,
 and `RUN/table.md` and `RUN/summary.md` are written at the end (and on Ctrl-C); `--shard I/N`
 takes one of N slices of the tasks, for N machines or workers. Exit status: 0 every
 task valid, 1 a task failed, 3 none failed but some are not runnable here, 2 bad input. The
@@ -96,13 +97,14 @@ def validate(
     out: Path | None = None,
     shard_of: tuple[int, int] | None = None,
     prune: bool = False,
+    redo: frozenset[str] = frozenset(),
 ) -> int:
     tasks = load_sources(paths, repo_cache, instances)
     if shard_of is not None:
         tasks = shard(spec_order(tasks, sandbox), *shard_of)
         print(f"shard {shard_of[0]}/{shard_of[1]}: {len(tasks)} task(s)", flush=True)
     if out is not None:
-        return validate_into(tasks, out, sandbox, log_dir, build_workers, prune)
+        return validate_into(tasks, out, sandbox, log_dir, build_workers, prune, redo)
     results: list[TaskValidation] = []
     log_dir = log_dir or default_log_dir()
     try:
@@ -122,7 +124,13 @@ def validate(
 
 
 def validate_into(
-    tasks: list, out: Path, sandbox: str, log_dir: Path | None, build_workers: int | None, prune: bool = False
+    tasks: list,
+    out: Path,
+    sandbox: str,
+    log_dir: Path | None,
+    build_workers: int | None,
+    prune: bool = False,
+    redo: frozenset[str] = frozenset(),
 ) -> int:
     """`validate` as a resumable run in the folder `out` (`agent_env.validate_run`)."""
     from agent_env.validate_run import run
@@ -132,7 +140,7 @@ def validate_into(
         print("\n".join([f"{progress} {lines[0]}", *lines[1:]]), flush=True)
 
     try:
-        run(tasks, out, sandbox, build_workers=build_workers, log_dir=log_dir, on_result=show, prune=prune)
+        run(tasks, out, sandbox, build_workers=build_workers, log_dir=log_dir, on_result=show, prune=prune, redo=redo)
     except KeyboardInterrupt as exc:
         done = len(read_records(out / RESULTS))
         exc.kept = (
@@ -195,7 +203,19 @@ def main(argv: list[str] | None = None) -> int:
         help="with --out: delete each task's own environment copy and workspace once its verdict is written "
         "(the specs' shared environments stay); all of Verified then fits on a small disk",
     )
+    parser.add_argument(
+        "--redo",
+        default="",
+        metavar="VERDICTS",
+        help="with --out: grade again the tasks whose last verdict is one of these (failed, unavailable; "
+        "comma-separated), e.g. after fixing their environment: --redo failed,unavailable",
+    )
     args = parser.parse_args(argv)
+    redo = frozenset(v for v in args.redo.split(",") if v)
+    if redo - {"failed", "unavailable"}:
+        parser.error(f"--redo {args.redo}: give failed, unavailable or both (comma-separated)")
+    if redo and args.out is None:
+        parser.error("--redo goes with --out (a resumable run): it names verdicts of RUN/results.jsonl")
     if args.prune and args.out is None:
         parser.error("--prune goes with --out (a resumable run): without it, nothing says which tasks are done")
     if args.build_workers is not None and args.build_workers < 1:
@@ -219,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.out,
                 shard_of,
                 args.prune,
+                redo,
             )
         except TaskError as exc:
             print(f"error: {exc}", file=sys.stderr)

@@ -169,6 +169,7 @@ def run(
     log_dir: Path | None = None,
     on_result: Callable[[TaskValidation, str], None] | None = None,
     prune: bool = False,
+    redo: frozenset[str] = frozenset(),
 ) -> list[RowRecord]:
     """Validate each of `tasks` not yet in `out/results.jsonl`, spec by spec, appending each
     verdict as it comes (each task's log in `log_dir`, default `out/logs`);
@@ -177,10 +178,12 @@ def run(
     interrupt then goes on up, and the caches' disk use, which takes a `du` over every
     environment, is left out so that the stop takes seconds). `prune`: once a task's verdict
     is written, its own files are deleted (`owned_paths`): the disk holds the specs' shared
-    environments and one task's own, not every task's (a django row's own copy is ~0.2 GB)."""
+    environments and one task's own, not every task's (a django row's own copy is ~0.2 GB).
+    `redo`: verdicts (`failed`, `unavailable`) graded again, e.g. after a fix to their
+    environment; the new verdict is appended and is the one that counts."""
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS
-    finished = {r.task_id for r in read_records(results)}
+    finished = {r.task_id for r in read_records(results) if r.status not in redo}
     groups = spec_groups((t for t in tasks if t.id not in finished), backend)
     todo = [task for group in groups for task in group]
     if finished:
@@ -190,19 +193,21 @@ def run(
     started = time.monotonic()
     stopped = True
     try:
-        for group in groups:
+        for number, group in enumerate(groups):
             env_seconds: dict[str, float] = {}
             built: set[str] = set()
             prepared = prepare_environments(
                 group, backend, workers=build_workers, seconds=env_seconds, built=built, progress=False
             )
-            for original, task in zip(group, prepared, strict=True):
+            pairs = list(zip(group, prepared, strict=True))
+            later = [task for rest in groups[number + 1 :] for task in rest]
+            for index, (original, task) in enumerate(pairs):
                 result = validate_task(task, factory, log_dir or out / "logs")
                 record = RowRecord.of(task, result, env_seconds.get(task.id, 0.0), task.id in built)
                 append_record(results, record)
                 records.append(record)
                 if prune:
-                    for path in owned_paths(original, task):
+                    for path in prunable((original, task), pairs[index + 1 :], later):
                         shutil.rmtree(path, ignore_errors=True)
                 if on_result is not None:
                     remaining = len(todo) - len(records)
@@ -229,6 +234,17 @@ def owned_paths(original: Task, prepared: Task) -> list[Path]:
         if path is not None and path.parent.parent == cache_dir() and path.parent.name.startswith("ws-"):
             paths.append(path.parent)
     return list(dict.fromkeys(paths))
+
+
+def prunable(done: tuple[Task, Task], pending: list[tuple[Task, Task]], later: list[Task]) -> list[Path]:
+    """The folders of the task just `done` (original, prepared) that no task still to come
+    uses: `pending` are the (original, prepared) pairs of its spec still to grade, `later`
+    the tasks of specs not yet prepared. Rows of one base commit share their workspace and
+    its environment copy (django__django-15268 and -15278), so a folder goes with its last
+    user, never with its first."""
+    needed = {path for pair in pending for path in owned_paths(*pair)}
+    needed |= {path for task in later for path in owned_paths(task, task)}
+    return [path for path in owned_paths(*done) if path not in needed]
 
 
 def write_tables(out: Path, *, measure_disk: bool = True) -> None:

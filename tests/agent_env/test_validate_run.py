@@ -194,6 +194,32 @@ def test_a_stopped_run_keeps_its_verdicts_and_a_rerun_does_only_the_rest(tmp_pat
     assert validate_run.run(tasks, out) == [] and (out / "table.md").exists()
 
 
+@needs_bwrap
+def test_redo_grades_the_named_verdicts_again_and_the_new_one_counts(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path / "cache"))
+    tasks = builtin_tasks(["parsing-querystring-plus", "config-env-prefix-strip"])
+    out = tmp_path / "run"
+    out.mkdir()
+    append_record(out / "results.jsonl", _record("parsing-querystring-plus", "failed", reason="was broken"))
+    append_record(out / "results.jsonl", _record("config-env-prefix-strip", "unavailable", reason="no clone"))
+    again = validate_run.run(tasks, out, redo=frozenset({"failed"}))
+    assert [(r.task_id, r.status) for r in again] == [("parsing-querystring-plus", "ok")]
+    records = {r.task_id: r.status for r in read_records(out / "results.jsonl")}
+    assert records == {"parsing-querystring-plus": "ok", "config-env-prefix-strip": "unavailable"}
+
+
+def test_redo_names_only_failed_or_unavailable_and_needs_a_run_folder(capsys):
+    from agent_env.__main__ import main
+
+    for argv, said in (
+        (["validate", "--out", "x", "--redo", "ok"], "--redo ok: give failed, unavailable or both"),
+        (["validate", "--redo", "failed"], "--redo goes with --out (a resumable run)"),
+    ):
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2 and said in capsys.readouterr().err
+
+
 def test_pruning_takes_a_tasks_own_folders_and_never_its_specs_shared_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path))
     monkeypatch.delenv("AGENTIC_RL_ENV_CACHE", raising=False)
@@ -208,6 +234,25 @@ def test_pruning_takes_a_tasks_own_folders_and_never_its_specs_shared_environmen
     assert validate_run.owned_paths(loaded, prepared) == [git / "psf__requests-abc-e3b0", envs / "ws-1234"]
     (authored,) = builtin_tasks(["parsing-querystring-plus"])
     assert validate_run.owned_paths(authored, authored) == []
+
+
+def test_a_folder_two_rows_share_is_pruned_after_the_last_of_them(tmp_path, monkeypatch):
+    # django__django-15268 and -15278 have one base commit, so one workspace and one
+    # environment copy: pruning after the first took the second's venv away mid-run.
+    monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path))
+    monkeypatch.delenv("AGENTIC_RL_ENV_CACHE", raising=False)
+    envs, git = tmp_path / "envs", tmp_path / "workspaces" / "git"
+
+    def pair(task_id: str, commit: str) -> tuple[Task, Task]:
+        loaded = replace(_row(task_id, "4.1"), workspace=git / f"django__django-{commit}")
+        mounts = [{"source": str(envs / f"ws-{commit}" / "venv"), "target": "/opt/venv", "writable": False}]
+        return loaded, replace(loaded, workspace=envs / f"ws-{commit}" / "workspace", sandbox={"mounts": mounts})
+
+    first, second, other = pair("django__django-15268", "0ab5"), pair("django__django-15278", "0ab5"), pair("x", "9f")
+    assert validate_run.prunable(first, [other, second], []) == []
+    assert validate_run.prunable(first, [other], []) == [git / "django__django-0ab5", envs / "ws-0ab5"]
+    # A spec not yet prepared still needs the workspace (its environment copy is its own).
+    assert validate_run.prunable(first, [], [second[0]]) == [envs / "ws-0ab5"]
 
 
 def test_prune_without_a_resumable_run_is_refused(capsys):
