@@ -136,7 +136,8 @@ def django_descriptions(sources: Mapping[str, str]) -> dict[str, tuple[str, ...]
     """{description: labels} over `sources` ({dotted module: its source}): each test
     method with a docstring, by unittest's `shortDescription()` (the docstring's first
     line), as the label of the class that defines it and of each class in the same module
-    that inherits it. A class with no base (a mixin) gives no label of its own."""
+    that inherits it. A mixin gives no label of its own (`_is_test_case`): as a label, its
+    method is a bare function that unittest calls without `self`, and runtests.py stops."""
     found: dict[str, list[str]] = {}
     for module, source in sources.items():
         try:
@@ -146,9 +147,24 @@ def django_descriptions(sources: Mapping[str, str]) -> dict[str, tuple[str, ...]
         classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
         for name, node in classes.items():
             for method, doc in _described_methods(node, classes, set()):
-                if node.bases:
+                if _is_test_case(node, classes, set()):
                     found.setdefault(doc, []).append(f"{module}.{name}.{method}")
     return {doc: tuple(dict.fromkeys(labels)) for doc, labels in found.items()}
+
+
+def _is_test_case(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str]) -> bool:
+    """Whether a class can be a test case: one of its bases comes from outside the module
+    (`SimpleTestCase`, `unittest.TestCase`, ...), or is a class of the module that can. A
+    class of no base, of `object`, or only of mixins of its module (django's cache tests'
+    `BaseMemcachedTests(BaseCacheTests)`) is a mixin."""
+    seen.add(node.name)
+    for base in node.bases:
+        if isinstance(base, ast.Name) and base.id == "object":
+            continue
+        parent = classes.get(base.id) if isinstance(base, ast.Name) else None
+        if parent is None or (parent.name not in seen and _is_test_case(parent, classes, seen)):
+            return True
+    return False
 
 
 def _described_methods(node: ast.ClassDef, classes: dict[str, ast.ClassDef], seen: set[str]) -> list[tuple[str, str]]:
@@ -204,7 +220,7 @@ def select_command(
         labels = [django_label(t, described) for t in tests]
         if not all(labels):  # a test we cannot name: the command as the task wrote it
             return " ".join(_quote(t) for t in tokens)
-        kept += list(dict.fromkeys(label for found in labels for label in found))
+        kept += loader_order([label for found in labels for label in found], directives_of(command, files))
     elif runner == "pytest":
         # An id whose file is not in the workspace is no node id (a Verified row lists
         # `[100%]`, a parser's misreading): as an argument, pytest would stop at it.
@@ -214,8 +230,29 @@ def select_command(
             return " ".join(_quote(t) for t in tokens)
         kept += list(dict.fromkeys(selectors))
     else:
-        kept += list(dict.fromkeys(tests))
+        kept += loader_order(tests, directives_of(command, files))
     return " ".join(_quote(t) for t in kept)
+
+
+def loader_order(labels: list[str] | tuple[str, ...], directives: tuple[str, ...]) -> list[str]:
+    """Dotted test labels (`app.mod.Class.test`), once each, in the order the unmodified
+    command runs them: by the directive that holds them, in the command's order, then by
+    module, class and method name, as unittest's loader sorts them (`dir()` of a module,
+    `getTestCaseNames`). Tests that share a process share its state: a row's test can
+    depend on what an earlier test of its module left (django__django-11532's deletes a
+    cache that earlier ones fill), so the narrowed run keeps the order the whole run had.
+    Django's runner then groups the suite by test case type, stably, in both runs."""
+    dotted = [d.removesuffix(".py").replace("/", ".") for d in directives]
+
+    def place(label: str) -> tuple[int, list[str]]:
+        held = (
+            i
+            for i, d in enumerate(dotted)
+            if label == d or label.startswith(f"{d}.") or f"tests.{label}".startswith(f"{d}.")
+        )
+        return next(held, len(dotted)), label.split(".")
+
+    return sorted(dict.fromkeys(labels), key=place)
 
 
 def _quote(token: str) -> str:

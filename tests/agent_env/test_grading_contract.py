@@ -32,6 +32,7 @@ FILES = frozenset(
         "tests/test_separators.py",
         "tests/runtests.py",
         "tests/auth_tests/test_validators.py",
+        "tests/mail/tests.py",
         "bin/test",
         "sympy/geometry/tests/test_point.py",
         "astropy/modeling/tests/test_separable.py",
@@ -44,9 +45,9 @@ FILES = frozenset(
     [
         (
             "python3 -m unittest -v tests.test_slug tests.test_separators",
-            ["tests.test_slug.A.test_b", "tests.test_separators.S.test_c"],
+            ["tests.test_separators.S.test_c", "tests.test_slug.B.test_a", "tests.test_slug.A.test_b"],
             "unittest",
-            "python3 -m unittest -v tests.test_slug.A.test_b tests.test_separators.S.test_c",
+            "python3 -m unittest -v tests.test_slug.A.test_b tests.test_slug.B.test_a tests.test_separators.S.test_c",
         ),
         (
             "pytest -rA astropy/modeling/tests/test_separable.py",
@@ -70,6 +71,23 @@ FILES = frozenset(
             "django",
             "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
             "auth_tests.test_validators.UsernameValidatorsTests.test_ascii_validator",
+        ),
+        (
+            # The required tests run in the order the whole module runs them (its loader's:
+            # modules as named, classes and methods sorted), whatever order the row lists them
+            # in: django__django-11532's FAIL_TO_PASS test deletes a cache that earlier tests
+            # of its class fill, and run first it fails with the gold patch too.
+            "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 mail.tests auth_tests.test_validators",
+            [
+                "test_non_ascii_dns_non_unicode_email (mail.tests.MailTests)",
+                "test_ascii_validator (auth_tests.test_validators.UsernameValidatorsTests)",
+                "test_7bit (mail.tests.PythonGlobalState)",
+                "test_message_id (mail.tests.MailTests)",
+            ],
+            "django",
+            "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
+            "mail.tests.MailTests.test_message_id mail.tests.MailTests.test_non_ascii_dns_non_unicode_email "
+            "mail.tests.PythonGlobalState.test_7bit auth_tests.test_validators.UsernameValidatorsTests.test_ascii_validator",
         ),
         (
             "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose sympy/geometry/tests/test_point.py",
@@ -134,6 +152,18 @@ DJANGO_WRITER = textwrap.dedent(
 
     class SecondCase(FirstCase):
         pass
+
+    # A mixin of a mixin is no test case either (cache.tests' BaseMemcachedTests): as a label
+    # it makes unittest call the bare function and runtests.py crash before any test runs.
+    class MemcachedMixin(SerializerMixin):
+        pass
+
+    class ThirdCase(MemcachedMixin, SimpleTestCase):
+        pass
+
+    class Helper(object):
+        def test_helper(self):
+            """Not a test case's."""
     '''
 )
 DJANGO_FILES = frozenset({"tests/runtests.py", "tests/migrations/__init__.py", "tests/migrations/test_writer.py"})
@@ -149,6 +179,7 @@ def test_django_ids_by_name_by_python_311_name_and_by_description():
         "A mixin's test, run by each test case that takes it.": (
             "migrations.test_writer.FirstCase.test_shared",
             "migrations.test_writer.SecondCase.test_shared",
+            "migrations.test_writer.ThirdCase.test_shared",
         ),
     }
     tests = [
@@ -159,10 +190,11 @@ def test_django_ids_by_name_by_python_311_name_and_by_description():
     ]
     assert select_command(DJANGO_COMMAND, tests, DJANGO_FILES, described) == (
         "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 "
-        "migrations.test_writer.WriterTests.test_serialize_numbers "
+        "migrations.test_writer.FirstCase.test_shared "
         "migrations.test_writer.OperationWriterTests.test_empty_signature "
-        "migrations.test_writer.WriterTests.test_simple_migration "
-        "migrations.test_writer.FirstCase.test_shared migrations.test_writer.SecondCase.test_shared"
+        "migrations.test_writer.SecondCase.test_shared migrations.test_writer.ThirdCase.test_shared "
+        "migrations.test_writer.WriterTests.test_serialize_numbers "
+        "migrations.test_writer.WriterTests.test_simple_migration"
     )
     # A description no test of the command bears: the command runs as the task wrote it.
     assert select_command(DJANGO_COMMAND, [*tests, "Nobody's docstring."], DJANGO_FILES, described) == DJANGO_COMMAND
@@ -171,7 +203,7 @@ def test_django_ids_by_name_by_python_311_name_and_by_description():
         "WriterTests.test_simple_migration",
     )
     assert locate("A mixin's test, run by each test case that takes it.", "django", DJANGO_FILES, (), described) == (
-        "A mixin's test, run by each test case that takes it.: 2 Django test(s) of the command bear this name"
+        "A mixin's test, run by each test case that takes it.: 3 Django test(s) of the command bear this name"
     )
 
 
