@@ -79,6 +79,14 @@ def log_parser(name: str, repo: str = "") -> Callable[[str], dict[str, str]]:
         return LOG_PARSERS[name]
     from swebench.harness.log_parsers.python import MAP_REPO_TO_PARSER_PY  # lazy: the swebench extra
 
+    from tasks.swebench_specs import gym_log_parser
+
+    gym = gym_log_parser(repo)
+    if gym is not None:  # SWE-Gym's repositories: its harness's pytest parsers, swebench 5's of the same
+        from swebench.harness.log_parsers.python import parse_log_pytest, parse_log_pytest_v2
+
+        parser = parse_log_pytest_v2 if gym == "pytest_pydantic" else parse_log_pytest
+        return lambda log: parser(log, None)
     official = MAP_REPO_TO_PARSER_PY[repo]
     # The official Python parsers take a TestSpec but read nothing from it.
     if repo == "sympy/sympy":

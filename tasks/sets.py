@@ -71,13 +71,16 @@ def looks_like_path(source: str) -> bool:
 
 
 def source_kind(source: str) -> str:
-    """`builtin`, `tasks` (task YAMLs), `harbor` (`harbor:PATH`, Harbor task folders), `rows`
+    """`builtin`, `tasks` (task YAMLs), `harbor` (`harbor:PATH`, Harbor task folders),
+    `training` (`swe-gym:PATH`, `swe-smith:PATH`, `r2e-gym:PATH`: `tasks.training_sets`), `rows`
     (a local SWE-bench JSONL) or `hub` (a dataset name); a source that looks like a path and
     does not exist is a one-line `TaskError`."""
     if source == "builtin":
         return "builtin"
     if source.startswith("harbor:"):
         return "harbor"
+    if source.split(":", 1)[0] in ("swe-gym", "swe-smith", "r2e-gym"):
+        return "training"
     path = Path(source).expanduser()
     if path.is_dir() or (path.is_file() and path.suffix in (".yaml", ".yml")):
         return "tasks"
@@ -115,6 +118,7 @@ def load_task_set(
     rows' workspaces are made from (see `tasks.repos`); their environments are then built per
     backend by `agent_env.prepare_environment`."""
     sources = _sources(source)
+    repo_cache = Path(repo_cache).expanduser() if repo_cache else None  # `~/swe-repos` in a config
     wanted = set(ids or ())
     found: dict[str, tuple[str, str]] = {}  # id -> (its source, where in it)
     tasks: list[Task] = []
@@ -124,6 +128,10 @@ def load_task_set(
             from tasks.swebench import swebench_tasks
 
             entries, loaded = swebench_tasks(name, wanted or None, repo_cache)
+        elif kind == "training":
+            from tasks.training_sets import training_tasks
+
+            entries, loaded = training_tasks(name, wanted or None, repo_cache)
         elif kind == "harbor":
             from tasks.harbor import harbor_path, load_harbor_tasks
 

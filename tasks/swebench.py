@@ -32,7 +32,7 @@ from tqdm import tqdm
 from tasks.repos import checkout_workspace, find_clone
 from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
 from tasks.swebench_env import check_specification, row_environment
-from tasks.swebench_specs import get_test_directives, repo_version_specs, specs_source, test_command
+from tasks.swebench_specs import get_test_directives, mypy_selection, repo_version_specs, specs_source, test_command
 
 HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
@@ -56,6 +56,8 @@ def _test_command(row: dict) -> str:
     specs = repo_version_specs(row["repo"], row.get("version", ""))
     if not specs:
         return ""
+    if row["repo"] == "python/mypy":
+        return f"{test_command(specs)} {mypy_selection(row)}"
     return f"{test_command(specs)} {' '.join(get_test_directives(row))}".strip()
 
 
@@ -71,7 +73,7 @@ def harness_spec(row: dict) -> dict:
         "python": str(specs["python"]),
         "install": specs.get("install", ""),
         "test_cmd": test_command(specs),
-        "source": specs_source(),
+        "source": specs_source(row["repo"]),
     }
 
 

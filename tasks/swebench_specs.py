@@ -19,6 +19,9 @@ from functools import cache
 from pathlib import Path
 
 SPECS_FILE = Path(__file__).parent / "data" / "swebench_specs_4.1.0.json"
+# SWE-Gym's repositories (moto, mypy, pandas, ...), from its fork of the harness; looked at
+# for a repository the SWE-bench table does not have (`tasks.training_sets`).
+SWEGYM_FILE = Path(__file__).parent / "data" / "swegym_specs.json"
 # swebench.harness.constants.NON_TEST_EXTS (unchanged from 4.1.0 to 5.0.2).
 NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl", ".yml", ".yaml", ".toml")
 
@@ -29,27 +32,65 @@ def spec_table() -> dict:
     return json.loads(SPECS_FILE.read_text())
 
 
-def specs_source() -> str:
-    """Where the table comes from (the harness release it was taken from)."""
+@cache
+def swegym_table() -> dict:
+    """SWE-Gym's table for its own repositories: `specs[repo][version]`,
+    `requirements_paths[repo]`, `log_parsers[repo]` (SWE-Gym/SWE-Bench-Package's
+    `swegym/harness/constants.py`, MIT-licensed, its provenance in the file)."""
+    return json.loads(SWEGYM_FILE.read_text())
+
+
+def _table_of(repo: str) -> dict:
+    """The table that has `repo`: SWE-bench's, else SWE-Gym's (matched without case, as
+    SWE-Gym's harness looks its repositories up), else SWE-bench's (which has none)."""
+    if repo in spec_table()["specs"]:
+        return spec_table()
+    gym = swegym_table()
+    return gym if _gym_name(repo) else spec_table()
+
+
+def _gym_name(repo: str) -> str | None:
+    return next((name for name in swegym_table()["specs"] if name.lower() == repo.lower()), None)
+
+
+def specs_source(repo: str = "") -> str:
+    """Where the table for `repo` comes from (the harness release it was taken from)."""
+    if _table_of(repo) is not spec_table():
+        return f"SWE-Gym {swegym_table()['source']} ({SWEGYM_FILE.name})"
     return f"swebench {spec_table()['harness_version']} MAP_REPO_VERSION_TO_SPECS_PY ({SPECS_FILE.name})"
 
 
 def repo_version_specs(repo: str, version: object) -> dict | None:
     """The specification of `repo` at `version` (python, packages, install, test_cmd, ...),
-    or None when the table has none."""
-    found = spec_table()["specs"].get(repo, {}).get(str(version))
+    or None when neither table has one."""
+    table = _table_of(repo)
+    found = table["specs"].get(_gym_name(repo) if table is not spec_table() else repo, {}).get(str(version))
     return dict(found) if found else None
 
 
 def requirements_paths(repo: str) -> list[str]:
     """The repository's requirements files the harness reads, in order of preference."""
-    return list(spec_table()["requirements_paths"].get(repo, []))
+    table = _table_of(repo)
+    return list(table["requirements_paths"].get(_gym_name(repo) if table is not spec_table() else repo, []))
+
+
+def gym_log_parser(repo: str) -> str | None:
+    """SWE-Gym's parser for `repo` (`pytest` or `pytest_pydantic`), None for another repo."""
+    name = _gym_name(repo)
+    return swegym_table()["log_parsers"][name] if name and repo not in spec_table()["specs"] else None
 
 
 def test_command(spec: dict) -> str:
     """The spec's test command (the last, when it lists several)."""
     command = spec["test_cmd"]
     return command[-1] if isinstance(command, list) else command
+
+
+def mypy_selection(row: dict) -> str:
+    """python/mypy's rows (SWE-Gym) select their data-driven cases by name: `-k "A or B"`
+    over the `[case NAME]` headers of the test patch (SWE-Gym's `make_test_command`)."""
+    cases = re.findall(r"\[case ([^\]]+)\]", row.get("test_patch", ""))
+    return '"' + " or ".join(cases) + '"'
 
 
 def get_test_directives(row: dict) -> list[str]:
