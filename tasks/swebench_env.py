@@ -15,7 +15,10 @@ a `python:` section (`sandboxes.pyenv`), which either backend builds:
   releases that still take old `setup.py` files), then the requirements file read from the
   clone at `environment_setup_commit` (at `base_commit` when the clone lacks that commit;
   `-r` includes followed, `-e .` left out, as the harness does), or the conda package list
-  as pip requirements (`name=1.2` meaning `1.2.*`), then `pip_packages`;
+  as pip requirements (`name=1.2` meaning `1.2.*`), or a conda `environment.yml` of the
+  repository translated to pip (`environment_requirements`: renamed packages, C libraries
+  that wheels bundle dropped, conda-only ones left out and named) and installed with the
+  pins in one resolver run, then `pip_packages`;
 - install: the spec's `install` command in the workspace, with setuptools-scm told the
   version `git describe` gives in the clone (a one-commit workspace has no tags);
 - `pre_install` steps that only edit repository files (`sed -i ... tox.ini`) are applied
@@ -27,8 +30,8 @@ a `python:` section (`sandboxes.pyenv`), which either backend builds:
 - `export` lines of `eval_commands` become the sandbox's environment variables.
 
 What cannot be met this way raises `EnvironmentUnmet` with the part that fails: no
-specification for the repo/version, a conda environment.yml (conda-only packages), a
-requirements file missing from the clone. A Python version pyenv lacks, and steps that fail
+specification for the repo/version, a requirements or environment file missing from the
+clone. A Python version pyenv lacks, and steps that fail
 when run, are found when the environment is built (`sandboxes.pyenv.EnvironmentBuildError`).
 """
 
@@ -134,6 +137,42 @@ def _host_check(step: str) -> str | None:
 
 
 # -- packages ---------------------------------------------------------------------------------
+# Where the harness reads a repository's conda environment file (swebench 4.1.0
+# `MAP_REPO_TO_ENV_YML_PATHS`), in order of preference.
+ENV_YML_PATHS = {
+    "matplotlib/matplotlib": ["environment.yml"],
+    "pydata/xarray": ["ci/requirements/environment.yml", "environment.yml"],
+}
+# Conda packages whose pip name differs, or that pip has nothing for: "" is conda's own
+# tooling or a C library that the pip wheels of the packages that need it bundle (hdf5,
+# proj, geos, ...); None is a package with no pip release (its tests skip, as the
+# repository's tests do for any missing optional dependency). Anything else keeps its name.
+CONDA_TO_PIP: dict[str, str | None] = {
+    "python": "",
+    "pip": "",
+    "hdf5": "",
+    "libnetcdf": "",
+    "proj": "",
+    "geos": "",
+    "ghostscript": "",
+    "cxx-compiler": "",
+    "c-compiler": "",
+    "compilers": "",
+    "ccache": "",
+    "pkg-config": "",
+    "matplotlib-base": "matplotlib",
+    "iris": "scitools-iris",
+    "pytables": "tables",
+    "pyqt": "PyQt5",
+    "pygobject": None,  # needs GTK's development files to build
+    "wxpython": None,  # no manylinux wheels
+    "cdms2": None,  # conda-forge only
+    "pynio": None,  # conda-forge only
+    "graphviz": "",  # the program (sphinx rows install it with apt)
+    "tk": "",
+}
+
+
 def _pip_requirement(spec: str) -> str:
     """A conda package spec as a pip requirement (`name=1.2` is conda's `1.2.*`)."""
     match = re.match(r"^([A-Za-z0-9_.\-]+)=([0-9][^=<>!,]*)$", spec)
@@ -167,6 +206,48 @@ def requirements(row: dict, clone, where: str) -> tuple[str, str]:
     return clean_requirements("\n".join([*included, "\n".join(own)])), commit
 
 
+def environment_requirements(row: dict, clone, where: str) -> tuple[list[str], list[str]]:
+    """(pip requirements, conda packages left out) for a row whose harness specification
+    builds a conda environment from the repository's `environment.yml`: its conda
+    dependencies translated by `CONDA_TO_PIP` (channels dropped, `name=1.2` read as conda
+    reads it), then its `pip:` list, read at `environment_setup_commit` as `requirements`
+    reads a requirements file. The harness's `pip_packages` pins are installed with them in
+    one pip run, so the resolver picks versions of the rest that agree with the pins, as
+    the harness's images (built with the pins over a fresh environment) do."""
+    import yaml  # lazy: the task loader already depends on it
+
+    setup_commit = row.get("environment_setup_commit") or row["base_commit"]
+    commit = setup_commit if has_commit(clone, setup_commit) else row["base_commit"]
+    paths = ENV_YML_PATHS.get(row["repo"], ["environment.yml"])
+    for path in paths:
+        text = file_at(clone, commit, path)
+        if text is not None:
+            break
+    else:
+        raise EnvironmentUnmet(
+            f"{where}: packages: none of the conda environment files {paths} is in {clone} at {commit}"
+        )
+    try:
+        dependencies = (yaml.safe_load(text) or {}).get("dependencies") or []
+    except (yaml.YAMLError, AttributeError) as exc:
+        raise EnvironmentUnmet(
+            f"{where}: packages: {path} at {commit} is not a conda environment file: {exc}"
+        ) from None
+    wanted, left_out = [], []
+    for item in dependencies:
+        if isinstance(item, dict):
+            wanted += [str(p) for p in item.get("pip") or [] if not str(p).startswith(("-e", "."))]
+            continue
+        spec = str(item).split("::")[-1].strip()
+        name = re.split(r"[=<>!\s]", spec, maxsplit=1)[0]
+        pip_name = CONDA_TO_PIP.get(name.lower(), name)
+        if pip_name is None:
+            left_out.append(name)
+        elif pip_name:
+            wanted.append(_pip_requirement(pip_name + spec[len(name) :]))
+    return wanted, left_out
+
+
 def _pretend_version(row: dict, clone) -> str:
     """The version setuptools-scm would give at the base commit in the clone (its default
     scheme: the next patch release, `.devN`, `+g<commit>`), from `git describe`; without a
@@ -191,12 +272,6 @@ def check_specification(row: dict, where: str) -> dict:
     specs = specs_of(row)
     if not specs:
         raise EnvironmentUnmet(f"{where}: specification: the harness has none for {row['repo']} {row.get('version')!r}")
-    packages = specs.get("packages", "")
-    if packages == "environment.yml":
-        raise EnvironmentUnmet(
-            f"{where}: packages: the harness installs them from a conda environment.yml "
-            "(conda-only packages and channels), which pip cannot install"
-        )
     return specs
 
 
@@ -211,6 +286,13 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
         setup.append(
             f"cat > {REQUIREMENTS_FILE} <<'{HEREDOC}'\n{text}\n{HEREDOC}\npython -m pip install -r {REQUIREMENTS_FILE}"
         )
+    elif packages == "environment.yml":
+        wanted, left_out = environment_requirements(row, clone, where)
+        pins = [str(p) for p in specs.get("pip_packages", [])]
+        pinned = {re.split(r"[=<>!\[ ]", p, maxsplit=1)[0].lower() for p in pins}
+        wanted = [w for w in wanted if re.split(r"[=<>!\[ ]", w, maxsplit=1)[0].lower() not in pinned]
+        note = f"# conda-only, left out: {' '.join(left_out)}\n" if left_out else ""
+        setup.append(note + "python -m pip install " + " ".join(shlex.quote(p) for p in [*wanted, *pins]))
     elif packages:
         specs_list = [_pip_requirement(p) for p in shlex.split(packages)]
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs_list))

@@ -157,13 +157,46 @@ def _clone_for(tmp_path: Path, repository: str, files: dict[str, str]) -> tuple[
     return tmp_path / "cache", git(clone, "rev-parse", "HEAD").strip()
 
 
-def test_conda_only_rows_are_unavailable_with_the_reason(tmp_path):
-    root, base = _clone_for(tmp_path, "pydata/xarray", {})
-    task = row_to_task({**repo.real_row("pydata__xarray-6938"), "base_commit": base}, "row", root)
-    assert task.workspace is None
-    assert "packages" in task.unavailable and "conda environment.yml" in task.unavailable
-    # Said first, even where there is no clone: a clone would not change it.
-    assert "conda environment.yml" in row_to_task(repo.real_row("pydata__xarray-6938"), "row", tmp_path).unavailable
+XARRAY_ENV = """name: xarray-tests
+channels:
+  - conda-forge
+dependencies:
+  - python=3.10
+  - conda-forge::boto3
+  - cdms2
+  - hdf5
+  - iris
+  - matplotlib-base
+  - numpy
+  - pandas
+  - bottleneck=1.3
+  - pip
+  - pip:
+    - numbagg
+    - -e ../..
+"""
+
+
+def test_conda_environment_files_are_translated_to_pip_with_the_harness_pins_in_one_run(tmp_path):
+    """xarray's rows build a conda environment from ci/requirements/environment.yml: here its
+    dependencies become pip requirements (renamed, C libraries the wheels bundle dropped,
+    conda-only ones named as left out), installed with the spec's pins in one resolver run."""
+    root, base = _clone_for(tmp_path, "pydata/xarray", {"ci/requirements/environment.yml": XARRAY_ENV})
+    row = {**repo.real_row("pydata__xarray-6938"), "base_commit": base, "environment_setup_commit": base}
+    task = row_to_task(row, "row", root)
+    assert task.unavailable == "" and task.workspace is not None
+    setup = task.sandbox["python"]["setup"]
+    assert setup[1] == (
+        "# conda-only, left out: cdms2\n"
+        "python -m pip install boto3 scitools-iris matplotlib 'bottleneck==1.3.*' numbagg numpy==1.23.0 "
+        "packaging==23.1 pandas==1.5.3 pytest==7.4.0 python-dateutil==2.8.2 pytz==2023.3 six==1.16.0 "
+        "scipy==1.11.1 setuptools==68.0.0 dask==2022.8.1"
+    )
+    # A clone without the file: the row says which files it looked for, where.
+    root, base = _clone_for(tmp_path / "b", "pydata/xarray", {})
+    task = row_to_task({**row, "base_commit": base, "environment_setup_commit": base}, "row", root)
+    assert task.workspace is None and "none of the conda environment files" in task.unavailable
+    assert "ci/requirements/environment.yml" in task.unavailable
 
 
 def test_requirements_come_from_the_clone_and_system_steps_need_a_host_that_has_them(tmp_path):
