@@ -205,13 +205,17 @@ def test_ctrl_c_leaves_no_sandbox_behind(workspace, tmp_path):
 
     The Ctrl-C goes to the main thread (`pthread_kill`), which then blocks until it breaks the
     wait: a process-directed `os.kill` as the last statement could be taken by a pool thread
-    and the interpreter reach its end first (exit 0, no KeyboardInterrupt) on a busy machine."""
+    and the interpreter reach its end first (exit 0, no KeyboardInterrupt) on a busy machine.
+    The script restores Python's Ctrl-C handler first: a test run started in the background
+    (`cmd &` in a script, as CI and stress runs are) starts with SIGINT ignored, which
+    children inherit and Python then leaves alone, where a terminal's Ctrl-C has it."""
     folder = tmp_path / "tmp"
     folder.mkdir()
     script = textwrap.dedent(
         f"""
         import os, signal, sys, threading
         from sandboxes import SandboxPool, SandboxSpec, make_sandbox
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         spec = SandboxSpec(workspace={str(workspace)!r})
         pool = SandboxPool(make_sandbox, size=2)
         in_use = pool(spec)
