@@ -106,7 +106,12 @@ done
 RECORD_FIELDS = 5
 WATCH_EVERY_S = 0.02
 WATCH_BUSY_S = 0.002
-KILL_SWEEP_S = 3.0
+# How long killed processes may take to be gone. SIGKILL cannot be refused, but a process
+# dies only when the kernel gets to it: one in uninterruptible sleep (disk I/O), or tearing
+# down a large address space, on a machine loaded several times over, took more than 3 s
+# (an astropy build's compiler, 2026-12-06, load ~8 on 2 cores). Only a process stuck in the
+# kernel for good outlasts this.
+KILL_SWEEP_S = 60.0
 VERIFY_TIMEOUT_S = 10.0
 # Less than this free in /tmp or the workdir after a command means the sandbox's storage
 # is full: the command gets cause "disk".
@@ -396,7 +401,8 @@ class Supervisor:
             if not self.others() and (self.shell is None or self.shell.status is not None):
                 return
             time.sleep(0.002)
-        raise RuntimeError(f"processes survived {KILL_SWEEP_S:.0f} s of SIGKILL")
+        left = ", ".join(f"{pid} ({_state(pid)})" for pid in self.others()[:5])
+        raise RuntimeError(f"processes survived {KILL_SWEEP_S:.0f} s of SIGKILL: {left or 'the shell'}")
 
     # -- one command ---------------------------------------------------------------------
     def run(self, command, timeout, fresh=False):
@@ -674,6 +680,16 @@ def _exit_code(status):
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
     return os.WEXITSTATUS(status)
+
+
+def _state(pid):
+    """`name, state` of a process from /proc (state `D`: uninterruptible sleep), for errors."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            head, _, rest = f.read().decode(errors="replace").rpartition(")")
+        return f"{head.partition('(')[2]}, {rest.split()[0]}"
+    except (OSError, IndexError):
+        return "gone"
 
 
 def _count_processes():

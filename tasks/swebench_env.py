@@ -42,7 +42,7 @@ import shlex
 
 from tasks.repos import describe, file_at, has_commit
 from tasks.spec import TaskError
-from tasks.swebench_specs import clean_requirements, repo_version_specs, requirements_paths
+from tasks.swebench_specs import clean_requirements, gym_environment_paths, repo_version_specs, requirements_paths
 
 # The harness's base image's packages (swebench 4.1.0 harness/dockerfiles/python.py), for docker
 # images of rows with system steps (locale-gen needs `locales`).
@@ -63,9 +63,19 @@ RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
         # `docutils.utils.roman` that 3.x imports. Sphinx 4 and later bound docutils themselves.
         ("4.0", ("docutils<0.18",)),
     ),
+    "astropy/astropy": (
+        # Astropy before 4.0 builds with astropy-helpers, a git submodule that a one-commit
+        # checkout does not have; its setup.py then downloads it from pypi.python.org, which
+        # redirects to pypi.org where the harness built its images but is unreachable where
+        # only pypi.org is. Installed first, the release of the row's series is found, not
+        # fetched.
+        ("==1.3", ("astropy-helpers==1.3.*",)),
+        ("==3.1", ("astropy-helpers==3.1.*",)),
+    ),
 }
-"""Packages whose releases since the harness built its images break a repository's tests:
-(below this version, or None for every version; the pins), installed after the
+"""Packages whose releases since the harness built its images break a repository's tests,
+or that the images had where this machine cannot fetch them: (below this version, `==` this
+version, or None for every version; the pins), installed after the
 specification's own packages, so the repository's `install` step still moves a pin that
 its own requirements exclude."""
 
@@ -80,7 +90,9 @@ def drift_pins(repo: str, version: object) -> list[str]:
     return [
         pin
         for below, packages in RELEASE_DRIFT.get(repo, ())
-        if below is None or _version_number(version) < _version_number(below)
+        if below is None
+        or (below.startswith("==") and _version_number(version) == _version_number(below))
+        or (not below.startswith("==") and _version_number(version) < _version_number(below))
         for pin in packages
     ]
 
@@ -218,7 +230,7 @@ def environment_requirements(row: dict, clone, where: str) -> tuple[list[str], l
 
     setup_commit = row.get("environment_setup_commit") or row["base_commit"]
     commit = setup_commit if has_commit(clone, setup_commit) else row["base_commit"]
-    paths = ENV_YML_PATHS.get(row["repo"], ["environment.yml"])
+    paths = ENV_YML_PATHS.get(row["repo"]) or gym_environment_paths(row["repo"]) or ["environment.yml"]
     for path in paths:
         text = file_at(clone, commit, path)
         if text is not None:

@@ -74,6 +74,13 @@ def requirements_paths(repo: str) -> list[str]:
     return list(table["requirements_paths"].get(_gym_name(repo) if table is not spec_table() else repo, []))
 
 
+def gym_environment_paths(repo: str) -> list[str]:
+    """Where SWE-Gym's harness reads `repo`'s conda environment file (its
+    `MAP_REPO_TO_ENV_YML_PATHS`), or [] for a repository SWE-Gym does not add."""
+    name = _gym_name(repo)
+    return list(swegym_table()["env_yml_paths"].get(name, [])) if name else []
+
+
 def gym_log_parser(repo: str) -> str | None:
     """SWE-Gym's parser for `repo` (`pytest` or `pytest_pydantic`), None for another repo."""
     name = _gym_name(repo)
