@@ -38,7 +38,9 @@ HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
 
 
-def _tests(row: dict, key: str, where: str) -> list[str]:
+def required_tests(row: dict, key: str, where: str) -> list[str]:
+    """A row's FAIL_TO_PASS or PASS_TO_PASS: a list, or a JSON string of one (as the hub
+    stores them); anything else is a one-line error naming the row and the field."""
     value = row.get(key) or []
     if isinstance(value, str):
         try:
@@ -110,8 +112,8 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
         grading=GradingSpec(
             test_command=command or "true",
             log_parser="swebench",
-            fail_to_pass=_tests(row, "FAIL_TO_PASS", where),
-            pass_to_pass=_tests(row, "PASS_TO_PASS", where),
+            fail_to_pass=required_tests(row, "FAIL_TO_PASS", where),
+            pass_to_pass=required_tests(row, "PASS_TO_PASS", where),
         ),
         limits=LimitsSpec(max_turns=100, command_timeout_s=120, grading_timeout_s=1800),
         family=row["repo"],

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from tasks.log_parsers import parse_pytest
 from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
+from tasks.swebench import required_tests
 
 FORMS = ("swe-gym", "swe-smith", "r2e-gym")
 SWESMITH_TEST_COMMAND = "pytest --disable-warnings --color=no --tb=no --verbose -rA"
@@ -225,7 +226,7 @@ def swe_smith_row(row: dict, where: str) -> dict:
             f"{where}: field 'repo': {row['repo']!r} is not a SWE-smith mirror name (swesmith/<owner>__<name>.<commit>)"
         )
     owner, name, commit = match.groups()
-    failing = _list(row, "FAIL_TO_PASS", where)
+    failing = required_tests(row, "FAIL_TO_PASS", where)
     files = list(dict.fromkeys(test.split("::")[0] for test in failing))
     return {
         "instance_id": row["instance_id"],
@@ -236,22 +237,10 @@ def swe_smith_row(row: dict, where: str) -> dict:
         "test_patch": "",
         "problem_statement": row.get("problem_statement") or "",
         "FAIL_TO_PASS": failing,
-        "PASS_TO_PASS": _list(row, "PASS_TO_PASS", where),
+        "PASS_TO_PASS": required_tests(row, "PASS_TO_PASS", where),
         "test_command": f"{SWESMITH_TEST_COMMAND} {' '.join(files)}".strip(),
         "image": row.get("image_name") or "",
     }
-
-
-def _list(row: dict, key: str, where: str) -> list[str]:
-    value = row.get(key) or []
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise TaskError(f"{where}: field '{key}': not a JSON list: {exc}") from None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise TaskError(f"{where}: field '{key}': expected a list of test names")
-    return value
 
 
 # --- R2E-Gym -----------------------------------------------------------------------------
