@@ -14,8 +14,8 @@ one-commit git repository (nothing after it is reachable), and the sandbox defin
 for the row's environment as the harness specifies it, made with pip (`tasks.swebench_env`),
 which `agent_env.prepare_environment` builds for a backend: a local image from the base
 image (docker) or a virtualenv (local). Rows whose environment cannot be met this way
-(no clone, a clone without the commit, conda-only packages, no specification; and, when
-built, a Python that pyenv lacks or a step that fails) carry an `unavailable` reason that
+(no clone, a clone without the commit, a missing requirements or environment file, no
+specification; and, when built, a Python that pyenv lacks or a step that fails) carry an `unavailable` reason that
 says which part failed, and runs report them as such, never as unresolved. Without a
 repository cache every row is unavailable: the reason says to give one.
 """

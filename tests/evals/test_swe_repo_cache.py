@@ -29,7 +29,7 @@ def rows(tmp_path, monkeypatch):
         tmp_path / "rows.jsonl",
         [
             repo.requests_row(commits),
-            {**repo.real_row("pydata__xarray-6938"), "base_commit": xarray["base"]},  # conda-only packages
+            {**repo.real_row("pydata__xarray-6938"), "base_commit": xarray["base"]},  # no environment.yml in the clone
             repo.real_row("pallets__flask-5014"),  # no clone in the cache
         ],
     )
@@ -46,11 +46,11 @@ def test_gold_and_empty_runs_over_a_repo_cache(rows, tmp_path, capsys):
         records = {r["instance_id"]: r for r in map(json.loads, (output / "results.jsonl").read_text().splitlines())}
         runs[model] = records
         assert summary["unavailable"] == 2 and summary["error"] == 2 and summary["unresolved"] == 0
-        assert "conda environment.yml" in records["pydata__xarray-6938"]["unavailable"]
+        assert "none of the conda environment files" in records["pydata__xarray-6938"]["unavailable"]
         assert "no clone of pallets/flask" in records["pallets__flask-5014"]["unavailable"]
         report = (output / "report.md").read_text()
         assert "## Errored instances (2)" in report and "Never counted as unresolved. 2 cannot run here" in report
-        assert "| pydata__xarray-6938 | not runnable here | " in report and "conda environment.yml" in report
+        assert "| pydata__xarray-6938 | not runnable here | " in report and "conda environment files" in report
         assert json.loads((output / "run.json").read_text())["repo_cache"] == str(cache)
     gold = runs["gold"]["psf__requests-1142"]
     assert gold["status"] == "resolved" and gold["grader"] == "project" and gold["failed_tests"] == []
