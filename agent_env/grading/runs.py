@@ -21,6 +21,7 @@ from agent_env.grading.selection import (
     django_descriptions,
     django_label,
     django_modules,
+    pytest_definition_order,
     runner_of,
     select_command,
 )
@@ -205,6 +206,16 @@ def _django_descriptions(
     return django_descriptions({module: text for module, text in texts.items() if text is not None})
 
 
+def _pytest_positions(
+    required: list[str], sandbox: Sandbox, sources: dict[str, str | None]
+) -> dict[str, dict[str, tuple[int, ...]]]:
+    """Where each required pytest test is defined in its file (`pytest_definition_order`),
+    read from the grading sandbox, so the narrowed run keeps the files' own order."""
+    paths = dict.fromkeys(test.split("::")[0] for test in required if "::" in test)
+    texts = {path: _read_text(sandbox, path, sources) for path in paths}
+    return {path: pytest_definition_order(text) for path, text in texts.items() if text is not None}
+
+
 def _build_twins(
     task: Task,
     sandbox: Sandbox,
@@ -304,7 +315,9 @@ def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Pr
     runner = runner_of(task.grading.test_command)
     sources: dict[str, str | None] = {}
     described = _django_descriptions(task, sandbox, files, sources) if runner == "django" else None
-    command = select_command(task.grading.test_command, required, files, described) or task.grading.test_command
+    positions = _pytest_positions(required, sandbox, sources) if runner == "pytest" else None
+    command = select_command(task.grading.test_command, required, files, described, positions)
+    command = command or task.grading.test_command
     twins, skipped = _build_twins(task, sandbox, files, runner, rng, described, sources)
     return Prepared(dropped, files, command, tuple(twins), tuple(skipped))
 

@@ -197,15 +197,61 @@ def pytest_selector(test: str) -> str:
     return test
 
 
+def pytest_definition_order(source: str) -> dict[str, tuple[int, ...]]:
+    """{`test` or `Class::test` (nested: `A::B::test`): the lines of its enclosing classes
+    and its own `def`} over a test file's source: the order pytest collects a module in (its
+    definitions' order); {} for a file that does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    found: dict[str, tuple[int, ...]] = {}
+
+    def walk(body: list[ast.stmt], prefix: str, lines: tuple[int, ...]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name, at = f"{prefix}{node.name}", (*lines, node.lineno)
+                found.setdefault(name, at)
+                if isinstance(node, ast.ClassDef):
+                    walk(node.body, f"{name}::", at)
+
+    walk(tree.body, "", ())
+    return found
+
+
+def pytest_order(
+    selectors: list[str], directives: tuple[str, ...], positions: Mapping[str, Mapping[str, tuple[int, ...]]]
+) -> list[str]:
+    """Node ids, once each, in the order the unmodified command collects them: by the
+    directive that holds their file (the command's order), then file, then definition in
+    the file (`positions`: `pytest_definition_order` of each file); ids not found keep the
+    row's order after those that are. As `loader_order` for unittest: tests of one module
+    share its state (sphinx's test app), so the narrowed run keeps the whole run's order."""
+    given = list(dict.fromkeys(selectors))
+
+    def place(index: int) -> tuple:
+        path, _, rest = given[index].partition("::")
+        held = next(
+            (i for i, d in enumerate(directives) if path == d or path.startswith(f"{d.rstrip('/')}/")), len(directives)
+        )
+        at = positions.get(path, {}).get(rest.partition("[")[0]) if rest else (0,)
+        return held, path, at if at is not None else (10**9,), index
+
+    return [given[i] for i in sorted(range(len(given)), key=place)]
+
+
 def select_command(
     command: str,
     tests: list[str] | tuple[str, ...],
     files: frozenset[str],
     described: Mapping[str, tuple[str, ...]] | None = None,
+    positions: Mapping[str, Mapping[str, tuple[int, ...]]] | None = None,
 ) -> str | None:
     """`command` running exactly `tests` (their ids, quoted), or None when its runner is not
     one of `RUNNERS`. `described`: Django's test descriptions (`django_descriptions`); a
-    Django id that names no test runs the command unnarrowed, as SWE-bench runs it."""
+    Django id that names no test runs the command unnarrowed, as SWE-bench runs it.
+    `positions`: each pytest test file's `pytest_definition_order`, so that the tests run in
+    the order the whole files run them (without it, the row's order)."""
     runner = runner_of(command)
     if runner is None:
         return None
@@ -228,7 +274,11 @@ def select_command(
         selectors = [s for s in map(pytest_selector, tests) if s.split("::")[0] in known]
         if not selectors:
             return " ".join(_quote(t) for t in tokens)
-        kept += list(dict.fromkeys(selectors))
+        kept += (
+            pytest_order(selectors, directives_of(command, files), positions or {})
+            if positions
+            else list(dict.fromkeys(selectors))
+        )
     else:
         kept += loader_order(tests, directives_of(command, files))
     return " ".join(_quote(t) for t in kept)

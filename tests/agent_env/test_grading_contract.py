@@ -21,6 +21,7 @@ from agent_env.grading.selection import (
     directives_of,
     django_descriptions,
     django_modules,
+    pytest_definition_order,
     runner_of,
     select_command,
 )
@@ -168,6 +169,60 @@ DJANGO_WRITER = textwrap.dedent(
 )
 DJANGO_FILES = frozenset({"tests/runtests.py", "tests/migrations/__init__.py", "tests/migrations/test_writer.py"})
 DJANGO_COMMAND = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 migrations.test_writer"
+
+
+AUTOCLASS = textwrap.dedent(
+    """\
+    import pytest
+
+    def test_classes(app):
+        pass
+
+    class TestAlias:
+        @pytest.mark.sphinx("html")
+        def test_plain(self):
+            pass
+
+        def test_having_doccomment(self):
+            pass
+
+    def test_class_alias_having_doccomment(app):
+        pass
+    """
+)
+
+
+def test_pytest_ids_run_in_their_files_definition_order():
+    # sphinx-doc__sphinx-9229 lists its FAIL_TO_PASS test first; run first, the module's
+    # shared test app had not loaded what earlier tests load and the gold patch failed it.
+    order = pytest_definition_order(AUTOCLASS)
+    assert order == {
+        "test_classes": (3,),
+        "TestAlias": (6,),
+        "TestAlias::test_plain": (6, 8),
+        "TestAlias::test_having_doccomment": (6, 11),
+        "test_class_alias_having_doccomment": (14,),
+    }
+    command = "tox --current-env -epy39 -v -- tests/test_ext_autodoc_autoclass.py tests/test_b.py"
+    files = frozenset({"tests/test_ext_autodoc_autoclass.py", "tests/test_b.py"})
+    tests = [
+        "tests/test_ext_autodoc_autoclass.py::test_class_alias_having_doccomment",
+        "tests/test_b.py::test_first",
+        "tests/test_ext_autodoc_autoclass.py::TestAlias::test_having_doccomment",
+        "tests/test_ext_autodoc_autoclass.py::test_classes",
+        "tests/test_ext_autodoc_autoclass.py::TestAlias::test_plain",
+        "tests/test_ext_autodoc_autoclass.py::test_unknown[a]",
+    ]
+    positions = {"tests/test_ext_autodoc_autoclass.py": order}
+    assert select_command(command, tests, files, positions=positions) == (
+        "tox --current-env -epy39 -v -- tests/test_ext_autodoc_autoclass.py::test_classes "
+        "tests/test_ext_autodoc_autoclass.py::TestAlias::test_plain "
+        "tests/test_ext_autodoc_autoclass.py::TestAlias::test_having_doccomment "
+        "tests/test_ext_autodoc_autoclass.py::test_class_alias_having_doccomment "
+        "'tests/test_ext_autodoc_autoclass.py::test_unknown[a]' tests/test_b.py::test_first"
+    )
+    # Without the sources (none readable), the row's order stays.
+    assert select_command(command, tests[:2], files) == f"tox --current-env -epy39 -v -- {tests[0]} {tests[1]}"
 
 
 def test_django_ids_by_name_by_python_311_name_and_by_description():

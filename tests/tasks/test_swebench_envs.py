@@ -125,11 +125,23 @@ def test_repository_edits_of_pre_install_are_committed_in_the_workspace(tmp_path
     assert task.grading.test_command.startswith("tox --current-env -epy39 -v --")
     # Pygments released since the harness's images changes the HTML sphinx's tests compare.
     setup = row_environment(row, clone, "row")[0]["python"]["setup"]
-    assert setup[-1] == "python -m pip install 'pygments<2.19' 'docutils<0.18'"  # sphinx 3.5
+    assert setup[-1] == "python -m pip install 'pygments<2.19' 'docutils<0.22' 'docutils<0.18'"  # sphinx 3.5
     from tasks.swebench_env import drift_pins
 
-    assert drift_pins("sphinx-doc/sphinx", "4.0") == drift_pins("sphinx-doc/sphinx", "7.2") == ["pygments<2.19"]
-    assert drift_pins("sphinx-doc/sphinx", "3.10") == ["pygments<2.19", "docutils<0.18"]  # numbers, not text
+    assert (
+        drift_pins("sphinx-doc/sphinx", "4.0")
+        == drift_pins("sphinx-doc/sphinx", "7.2")
+        == ["pygments<2.19", "docutils<0.22"]
+    )
+    assert drift_pins("sphinx-doc/sphinx", "3.10") == [
+        "pygments<2.19",
+        "docutils<0.22",
+        "docutils<0.18",
+    ]  # numbers, not text
+    assert (
+        drift_pins("astropy/astropy", "3.1") == ["astropy-helpers==3.1.*"]
+        and drift_pins("astropy/astropy", "3.10") == []
+    )
     assert drift_pins("psf/requests", "2.0") == []
 
 
