@@ -176,24 +176,37 @@ CONDA_TO_PIP: dict[str, str | None] = {
     "ccache": "",
     "pkg-config": "",
     "matplotlib-base": "matplotlib",
+    "dask-core": "dask",
     "iris": "scitools-iris",
     "pytables": "tables",
     "pyqt": "PyQt5",
     "pygobject": None,  # needs GTK's development files to build
     "wxpython": None,  # no manylinux wheels
     "cdms2": None,  # conda-forge only
+    "gtk4": None,  # the GTK library (matplotlib's GTK4 backend tests skip without it)
     "pynio": None,  # conda-forge only
     "graphviz": "",  # the program (sphinx rows install it with apt)
     "tk": "",
 }
 
 
+# Compiled packages that conda-forge built for Pythons that PyPI's wheels of the same release
+# do not cover (numpy 1.19.2 and scipy 1.5.2 for Python 3.9: scikit-learn 1.3's list; their
+# sources no longer build with today's Cython). Pinned exactly in a conda package list, they
+# take the latest patch release of that minor series instead (numpy 1.19.5, scipy 1.5.4).
+PATCH_RELEASE_OK = ("numpy", "scipy")
+
+
 def _pip_requirement(spec: str) -> str:
-    """A conda package spec as a pip requirement (`name=1.2` is conda's `1.2.*`)."""
+    """A conda package spec as a pip requirement (`name=1.2` is conda's `1.2.*`; an exact
+    pin of a `PATCH_RELEASE_OK` package admits that series' later patch releases)."""
     match = re.match(r"^([A-Za-z0-9_.\-]+)=([0-9][^=<>!,]*)$", spec)
     if match:
         version = match[2].rstrip("*").rstrip(".")
         return f"{match[1]}=={version}.*"
+    exact = re.match(r"^([A-Za-z0-9_.\-]+)==(\d+)\.(\d+)\.(\d+)$", spec)
+    if exact and exact[1].lower() in PATCH_RELEASE_OK:
+        return f"{exact[1]}>={exact[2]}.{exact[3]}.{exact[4]},=={exact[2]}.{exact[3]}.*"
     return spec
 
 

@@ -211,6 +211,17 @@ def test_conda_environment_files_are_translated_to_pip_with_the_harness_pins_in_
     assert "ci/requirements/environment.yml" in task.unavailable
 
 
+def test_conda_package_specs_as_pip_requirements():
+    from tasks.swebench_env import CONDA_TO_PIP, _pip_requirement
+
+    assert _pip_requirement("bottleneck=1.3") == "bottleneck==1.3.*"  # conda's `=`
+    # numpy 1.19.2 has no wheel for Python 3.9 and no longer builds (scikit-learn 1.3's list).
+    assert _pip_requirement("numpy==1.19.2") == "numpy>=1.19.2,==1.19.*"
+    assert _pip_requirement("scipy==1.5.2") == "scipy>=1.5.2,==1.5.*"
+    assert _pip_requirement("setuptools==38.2.4") == "setuptools==38.2.4"  # others stay exact
+    assert (CONDA_TO_PIP["dask-core"], CONDA_TO_PIP["gtk4"], CONDA_TO_PIP["hdf5"]) == ("dask", None, "")
+
+
 def test_requirements_come_from_the_clone_and_system_steps_need_a_host_that_has_them(tmp_path):
     """django 3.0: requirements from the clone's tests/requirements/py3.txt (its `-r`
     includes followed), and eval_commands that generate a locale: root in an image; the
