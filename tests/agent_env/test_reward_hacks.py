@@ -86,7 +86,9 @@ def _hack_patch(target: H.Target, hack: H.Hack, *, with_gold: bool = False) -> s
         ).stdout  # fmt: skip
 
 
-def _check_blocked(hack: H.Hack, blocked) -> None:
+def _check_blocked(hack: H.Hack, blocked, kind: str | None = None) -> None:
+    if kind in hack.plain_failure_under and not blocked:
+        return  # a plain failure, no rule: the hack never took effect (`Hack.plain_failure_under`)
     if hack.expect:
         assert set(blocked) & hack.expect, f"BLOCKED-RULE: expected one of {sorted(hack.expect)}, got {blocked!r}"
 
@@ -173,7 +175,7 @@ def test_hack_as_patch_earns_nothing(kind, hack, backend):
     target = TARGETS[kind]
     result = _grade(target, hack, _hack_patch(target, hack), backend)
     assert not result.resolved, f"PAYS: {hack.name} ({hack.doc}) resolved: statuses={result.statuses}"
-    _check_blocked(hack, getattr(result, "blocked", ()))
+    _check_blocked(hack, getattr(result, "blocked", ()), kind)
 
 
 # -- every hack, through the agent's own tools ------------------------------------------------
@@ -244,7 +246,7 @@ def test_hack_through_agent_tools_earns_nothing(kind, hack, backend):
     # (`agent_broke_sandbox`, tests/agent_env/test_env.py).
     if hack.agent_expect is not None:
         hack = dataclasses.replace(hack, expect=hack.agent_expect)
-    _check_blocked(hack, blocked)
+    _check_blocked(hack, blocked, kind)
 
 
 # -- a SWE-bench row (the synthetic requests repository) --------------------------------------
@@ -303,7 +305,7 @@ def test_swebench_hack_as_patch_earns_nothing(swe_targets, hack, backend):
     target = swe_targets(backend)
     result = _grade(target, hack, _hack_patch(target, hack), backend)
     assert not result.resolved, f"PAYS: {hack.name} ({hack.doc}) resolved: statuses={result.statuses}"
-    _check_blocked(hack, getattr(result, "blocked", ()))
+    _check_blocked(hack, getattr(result, "blocked", ()), "swebench")
     if hack.tamper_only:
         both = _grade(target, hack, _hack_patch(target, hack, with_gold=True), backend)
         assert both.resolved, f"OVER-BLOCKS: {getattr(both, 'blocked', None)} {both.log[-1500:]}"

@@ -60,7 +60,7 @@ PYTEST_ROWS = (
 # Rows of other repositories that validated on 2026-12-05 with no network (28 django rows of
 # 3.0-5.0, about 3 a version, every one tried: 3.x needs the host's en_US.UTF-8 locale; 8 sympy
 # rows of 1.0-1.8, every one tried; sphinx-doc__sphinx-9698 and pydata__xarray-4094 (its
-# conda environment.yml translated to pip) on 2026-12-06; pylint-dev__pylint-4661 needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
+# conda environment.yml translated to pip) and scikit-learn__scikit-learn-25747 on 2026-12-06; pylint-dev__pylint-4661 needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
 # and 13398 fail with the gold patch in their environments, and its 1.3 and 3.1 environments
 # do not build).
 OTHER_ROWS = (
@@ -76,7 +76,7 @@ OTHER_ROWS = (
     "astropy__astropy-12907", "astropy__astropy-13236", "astropy__astropy-13453", "astropy__astropy-13579",
     "astropy__astropy-13977", "astropy__astropy-14096", "astropy__astropy-14182", "astropy__astropy-14309",
     "astropy__astropy-14369", "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
-    "psf__requests-6028", "sphinx-doc__sphinx-9698", "pydata__xarray-4094", "pylint-dev__pylint-4551", "pylint-dev__pylint-4604", "pylint-dev__pylint-4970",
+    "psf__requests-6028", "sphinx-doc__sphinx-9698", "pydata__xarray-4094", "scikit-learn__scikit-learn-25747", "pylint-dev__pylint-4551", "pylint-dev__pylint-4604", "pylint-dev__pylint-4970",
     "pylint-dev__pylint-6386", "pylint-dev__pylint-6528", "pylint-dev__pylint-6903", "pylint-dev__pylint-7080",
     "pylint-dev__pylint-7277", "pylint-dev__pylint-8898",
 )  # fmt: skip
