@@ -79,7 +79,9 @@ def source_kind(source: str) -> str:
         return "builtin"
     if source.startswith("harbor:"):
         return "harbor"
-    if source.split(":", 1)[0] in ("swe-gym", "swe-smith", "r2e-gym"):
+    from tasks.training_sets import split_source  # lazy: only a source with a prefix needs it
+
+    if ":" in source and split_source(source) is not None:
         return "training"
     path = Path(source).expanduser()
     if path.is_dir() or (path.is_file() and path.suffix in (".yaml", ".yml")):

@@ -15,9 +15,9 @@ for the row's environment as the harness specifies it, made with pip (`tasks.swe
 which `agent_env.prepare_environment` builds for a backend: a local image from the base
 image (docker) or a virtualenv (local). Rows whose environment cannot be met this way
 (no clone, a clone without the commit, a missing requirements or environment file, no
-specification; and, when built, a Python that pyenv lacks or a step that fails) carry an `unavailable` reason that
-says which part failed, and runs report them as such, never as unresolved. Without a
-repository cache every row is unavailable: the reason says to give one.
+specification; and, when built, a Python that pyenv lacks or a step that fails) carry an
+`unavailable` reason that says which part failed, and runs report them as such, never as
+unresolved. Without a repository cache every row is unavailable: the reason says to give one.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from tasks.swebench_specs import get_test_directives, mypy_selection, repo_versi
 
 HF_DATASETS = ("princeton-nlp/SWE-bench_Verified", "SWE-bench/SWE-bench_Verified")
 REQUIRED = ("instance_id", "repo", "base_commit", "problem_statement", "FAIL_TO_PASS")
+ROW_LIMITS = LimitsSpec(max_turns=100, command_timeout_s=120, grading_timeout_s=1800)
+"""The limits of a task made from a SWE-bench-form row (Verified's and the training sets')."""
 
 
 def required_tests(row: dict, key: str, where: str) -> list[str]:
@@ -115,7 +117,7 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
             fail_to_pass=required_tests(row, "FAIL_TO_PASS", where),
             pass_to_pass=required_tests(row, "PASS_TO_PASS", where),
         ),
-        limits=LimitsSpec(max_turns=100, command_timeout_s=120, grading_timeout_s=1800),
+        limits=ROW_LIMITS,
         family=row["repo"],
         difficulty=_difficulty(row.get("difficulty", "")),
         workspace=workspace,

@@ -90,14 +90,16 @@ def _version_number(version: object) -> tuple[int, ...]:
 
 def drift_pins(repo: str, version: object) -> list[str]:
     """The `RELEASE_DRIFT` pins of `repo` at `version` (a SWE-bench version, `"3.5"`)."""
-    return [
-        pin
-        for below, packages in RELEASE_DRIFT.get(repo, ())
-        if below is None
-        or (below.startswith("==") and _version_number(version) == _version_number(below))
-        or (not below.startswith("==") and _version_number(version) < _version_number(below))
-        for pin in packages
-    ]
+    number = _version_number(version)
+
+    def applies(rule: str | None) -> bool:
+        if rule is None:
+            return True
+        if rule.startswith("=="):
+            return number == _version_number(rule)
+        return number < _version_number(rule)
+
+    return [pin for rule, packages in RELEASE_DRIFT.get(repo, ()) if applies(rule) for pin in packages]
 
 
 REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"
@@ -210,17 +212,22 @@ def _pip_requirement(spec: str) -> str:
     return spec
 
 
-def requirements(row: dict, clone, where: str) -> tuple[str, str]:
-    """(the requirements the harness would install, the commit read) from the clone."""
-    paths = requirements_paths(row["repo"])
+def _setup_file(row: dict, clone, paths: list[str], what: str, where: str) -> tuple[str, str, str]:
+    """(text, path, commit) of the first of `paths` in the clone at the row's
+    `environment_setup_commit` (at `base_commit` when the clone lacks it), as the harness
+    reads its requirements and environment files; else `EnvironmentUnmet` naming `what`."""
     setup_commit = row.get("environment_setup_commit") or row["base_commit"]
     commit = setup_commit if has_commit(clone, setup_commit) else row["base_commit"]
     for path in paths:
         text = file_at(clone, commit, path)
         if text is not None:
-            break
-    else:
-        raise EnvironmentUnmet(f"{where}: packages: none of the requirements files {paths} is in {clone} at {commit}")
+            return text, path, commit
+    raise EnvironmentUnmet(f"{where}: packages: none of the {what} {paths} is in {clone} at {commit}")
+
+
+def requirements(row: dict, clone, where: str) -> tuple[str, str]:
+    """(the requirements the harness would install, the commit read) from the clone."""
+    text, path, commit = _setup_file(row, clone, requirements_paths(row["repo"]), "requirements files", where)
     directory = "/".join(path.split("/")[:-1])
     excluded = ("-e .", "#", ".[test")
     included, own = [], []
@@ -234,6 +241,11 @@ def requirements(row: dict, clone, where: str) -> tuple[str, str]:
     return clean_requirements("\n".join([*included, "\n".join(own)])), commit
 
 
+def _project(requirement: str) -> str:
+    """The project a pip requirement names (`numpy>=1.2` -> `numpy`), lower-cased."""
+    return re.split(r"[=<>!\[ ~;]", requirement, maxsplit=1)[0].lower()
+
+
 def environment_requirements(row: dict, clone, where: str) -> tuple[list[str], list[str]]:
     """(pip requirements, conda packages left out) for a row whose harness specification
     builds a conda environment from the repository's `environment.yml`: its conda
@@ -244,17 +256,8 @@ def environment_requirements(row: dict, clone, where: str) -> tuple[list[str], l
     the harness's images (built with the pins over a fresh environment) do."""
     import yaml  # lazy: the task loader already depends on it
 
-    setup_commit = row.get("environment_setup_commit") or row["base_commit"]
-    commit = setup_commit if has_commit(clone, setup_commit) else row["base_commit"]
     paths = ENV_YML_PATHS.get(row["repo"]) or gym_environment_paths(row["repo"]) or ["environment.yml"]
-    for path in paths:
-        text = file_at(clone, commit, path)
-        if text is not None:
-            break
-    else:
-        raise EnvironmentUnmet(
-            f"{where}: packages: none of the conda environment files {paths} is in {clone} at {commit}"
-        )
+    text, path, commit = _setup_file(row, clone, paths, "conda environment files", where)
     try:
         dependencies = (yaml.safe_load(text) or {}).get("dependencies") or []
     except (yaml.YAMLError, AttributeError) as exc:
@@ -317,8 +320,8 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
     elif packages == "environment.yml":
         wanted, left_out = environment_requirements(row, clone, where)
         pins = [str(p) for p in specs.get("pip_packages", [])]
-        pinned = {re.split(r"[=<>!\[ ]", p, maxsplit=1)[0].lower() for p in pins}
-        wanted = [w for w in wanted if re.split(r"[=<>!\[ ]", w, maxsplit=1)[0].lower() not in pinned]
+        pinned = {_project(p) for p in pins}
+        wanted = [w for w in wanted if _project(w) not in pinned]
         note = f"# conda-only, left out: {' '.join(left_out)}\n" if left_out else ""
         setup.append(note + "python -m pip install " + " ".join(shlex.quote(p) for p in [*wanted, *pins]))
     elif packages:

@@ -40,22 +40,19 @@ def swegym_table() -> dict:
     return json.loads(SWEGYM_FILE.read_text())
 
 
-def _table_of(repo: str) -> dict:
-    """The table that has `repo`: SWE-bench's, else SWE-Gym's (matched without case, as
-    SWE-Gym's harness looks its repositories up), else SWE-bench's (which has none)."""
-    if repo in spec_table()["specs"]:
-        return spec_table()
-    gym = swegym_table()
-    return gym if _gym_name(repo) else spec_table()
-
-
-def _gym_name(repo: str) -> str | None:
-    return next((name for name in swegym_table()["specs"] if name.lower() == repo.lower()), None)
+def _entry(repo: str) -> tuple[dict, str]:
+    """(the table that has `repo`, its key there): SWE-bench's table, else SWE-Gym's (whose
+    harness matches repositories without case), else SWE-bench's (which has none)."""
+    if repo not in spec_table()["specs"]:
+        gym = next((name for name in swegym_table()["specs"] if name.lower() == repo.lower()), None)
+        if gym is not None:
+            return swegym_table(), gym
+    return spec_table(), repo
 
 
 def specs_source(repo: str = "") -> str:
     """Where the table for `repo` comes from (the harness release it was taken from)."""
-    if _table_of(repo) is not spec_table():
+    if _entry(repo)[0] is swegym_table():
         return f"SWE-Gym {swegym_table()['source']} ({SWEGYM_FILE.name})"
     return f"swebench {spec_table()['harness_version']} MAP_REPO_VERSION_TO_SPECS_PY ({SPECS_FILE.name})"
 
@@ -63,28 +60,28 @@ def specs_source(repo: str = "") -> str:
 def repo_version_specs(repo: str, version: object) -> dict | None:
     """The specification of `repo` at `version` (python, packages, install, test_cmd, ...),
     or None when neither table has one."""
-    table = _table_of(repo)
-    found = table["specs"].get(_gym_name(repo) if table is not spec_table() else repo, {}).get(str(version))
+    table, key = _entry(repo)
+    found = table["specs"].get(key, {}).get(str(version))
     return dict(found) if found else None
 
 
 def requirements_paths(repo: str) -> list[str]:
     """The repository's requirements files the harness reads, in order of preference."""
-    table = _table_of(repo)
-    return list(table["requirements_paths"].get(_gym_name(repo) if table is not spec_table() else repo, []))
+    table, key = _entry(repo)
+    return list(table["requirements_paths"].get(key, []))
 
 
 def gym_environment_paths(repo: str) -> list[str]:
     """Where SWE-Gym's harness reads `repo`'s conda environment file (its
     `MAP_REPO_TO_ENV_YML_PATHS`), or [] for a repository SWE-Gym does not add."""
-    name = _gym_name(repo)
-    return list(swegym_table()["env_yml_paths"].get(name, [])) if name else []
+    table, key = _entry(repo)
+    return list(table["env_yml_paths"].get(key, [])) if table is swegym_table() else []
 
 
 def gym_log_parser(repo: str) -> str | None:
     """SWE-Gym's parser for `repo` (`pytest` or `pytest_pydantic`), None for another repo."""
-    name = _gym_name(repo)
-    return swegym_table()["log_parsers"][name] if name and repo not in spec_table()["specs"] else None
+    table, key = _entry(repo)
+    return table["log_parsers"][key] if table is swegym_table() else None
 
 
 def test_command(spec: dict) -> str:

@@ -44,11 +44,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from tasks.log_parsers import parse_pytest
-from tasks.spec import GradingSpec, LimitsSpec, Task, TaskError
-from tasks.swebench import required_tests
+from tasks.spec import GradingSpec, Task, TaskError
+from tasks.swebench import ROW_LIMITS, read_rows, required_tests, row_to_task
 
 FORMS = ("swe-gym", "swe-smith", "r2e-gym")
 SWESMITH_TEST_COMMAND = "pytest --disable-warnings --color=no --tb=no --verbose -rA"
@@ -86,8 +87,7 @@ def read_table(path: str) -> Iterator[tuple[str, dict]]:
     elif local.is_file():
         files = [local]
     elif base.count("/") == 1 and not base.startswith((".", "/", "~")):
-        from tasks.swebench import read_rows  # a hub name: the same loader and errors as SWE-bench's
-
+        # A hub name: the same loader and errors as SWE-bench's.
         yield from read_rows(f"{base}:{split or 'train'}")
         return
     else:
@@ -321,7 +321,6 @@ def r2e_gym_row(row: dict, where: str) -> dict:
     return {
         "instance_id": f"{row['repo_name']}__{row['commit_hash'][:12]}",
         "repo": repo or f"r2e-gym/{row['repo_name']}",
-        "known_repo": bool(repo),
         "base_commit": commit["old_commit_hash"],
         "patch": "".join(
             render_file_diff(d) for d in commit["file_diffs"] if not _is_r2e_test_file(d["header"]["file"]["path"])
@@ -360,13 +359,11 @@ def training_tasks(
 
 def _task(form: str, row: dict, where: str, repo_cache: str | Path | None) -> Task:
     if form == "swe-gym":
-        from tasks.swebench import row_to_task
-
         task = row_to_task(row, where, repo_cache)
         if task.unavailable and row.get("image"):
-            return _with_reason(task, f"{task.unavailable}; or run it in its published image {row['image']}")
+            return replace(task, unavailable=f"{task.unavailable}; or run it in its published image {row['image']}")
         return task
-    task = Task(
+    return Task(
         id=row["instance_id"],
         problem_statement=row["problem_statement"] or f"Fix the failing tests: {', '.join(row['FAIL_TO_PASS'][:5])}",
         grading=GradingSpec(
@@ -375,7 +372,7 @@ def _task(form: str, row: dict, where: str, repo_cache: str | Path | None) -> Ta
             fail_to_pass=row["FAIL_TO_PASS"],
             pass_to_pass=row["PASS_TO_PASS"],
         ),
-        limits=LimitsSpec(max_turns=100, command_timeout_s=120, grading_timeout_s=1800),
+        limits=ROW_LIMITS,
         family=row["repo"],
         gold_patch=row["patch"],
         test_patch=row["test_patch"],
@@ -383,7 +380,6 @@ def _task(form: str, row: dict, where: str, repo_cache: str | Path | None) -> Ta
         repo=row["repo"],
         unavailable=_image_reason(form, row),
     )
-    return task
 
 
 def _image_reason(form: str, row: dict) -> str:
@@ -394,9 +390,3 @@ def _image_reason(form: str, row: dict) -> str:
         f"its environment is only in its published image {image} ({what} installs it; the row carries no "
         "specification to build it from), and no registry is reachable here"
     )
-
-
-def _with_reason(task: Task, reason: str) -> Task:
-    from dataclasses import replace
-
-    return replace(task, unavailable=reason)

@@ -57,12 +57,12 @@ PYTEST_ROWS = (
     "pytest-dev__pytest-10081",
     "pytest-dev__pytest-10356",
 )
-# Rows of other repositories that validated on 2026-12-05 with no network (28 django rows of
-# 3.0-5.0, about 3 a version, every one tried: 3.x needs the host's en_US.UTF-8 locale; 8 sympy
-# rows of 1.0-1.8, every one tried; sphinx-doc__sphinx-9698 and pydata__xarray-4094 (its
-# conda environment.yml translated to pip) and scikit-learn__scikit-learn-25747 on 2026-12-06; pylint-dev__pylint-4661 needs `appdirs`, which its environment lacks; 6 of requests' need the network; astropy 13033
-# and 13398 fail with the gold patch in their environments, and its 1.3 and 3.1 environments
-# do not build).
+# Rows of other repositories that validated with no network: on 2026-12-05, 28 django rows
+# of 3.0-5.0 (about 3 a version; 3.x needs the host's en_US.UTF-8 locale) and 8 sympy rows of
+# 1.0-1.8; on 2026-12-06, sphinx-doc__sphinx-9698, pydata__xarray-4094 (its conda
+# environment.yml translated to pip) and scikit-learn__scikit-learn-25747. Left out:
+# pylint-dev__pylint-4661 (its environment lacks `appdirs`), 6 requests rows (the network),
+# astropy 13033 and 13398 (the gold patch fails in their environments).
 OTHER_ROWS = (
     "django__django-11119", "django__django-11211", "django__django-11292", "django__django-11451",
     "django__django-11820", "django__django-11848", "django__django-11885", "django__django-11951",
