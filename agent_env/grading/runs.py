@@ -24,6 +24,7 @@ from agent_env.grading.selection import (
     pytest_definition_order,
     runner_of,
     select_command,
+    sympy_exact_selection,
 )
 from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec
 from tasks import Task, prepare_workspace
@@ -216,6 +217,24 @@ def _pytest_positions(
     return {path: pytest_definition_order(text) for path, text in texts.items() if text is not None}
 
 
+def _select_sympy_tests(
+    task: Task, sandbox: Sandbox, files: frozenset[str], required: list[str], sources: dict[str, str | None]
+) -> None:
+    """Append `sympy_exact_selection` to each test file the command runs (a file it names, or
+    a `test_*.py` under a folder it names), before any tested code runs and before the twins
+    are built from them, so that `-k` runs exactly the required tests."""
+    directives = [d.rstrip("/") for d in directives_of(task.grading.test_command, files)]
+    block = sympy_exact_selection(required)
+    for path in sorted(files):
+        named = path in directives or (
+            path.rsplit("/", 1)[-1].startswith("test_") and any(path.startswith(f"{d}/") for d in directives)
+        )
+        text = _read_text(sandbox, path, sources) if named and path.endswith(".py") else None
+        if text is not None:
+            sources[path] = text + block
+            sandbox.write_file(path, sources[path])
+
+
 def _build_twins(
     task: Task,
     sandbox: Sandbox,
@@ -316,6 +335,8 @@ def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Pr
     sources: dict[str, str | None] = {}
     described = _django_descriptions(task, sandbox, files, sources) if runner == "django" else None
     positions = _pytest_positions(required, sandbox, sources) if runner == "pytest" else None
+    if runner == "sympy":
+        _select_sympy_tests(task, sandbox, files, required, sources)
     command = select_command(task.grading.test_command, required, files, described, positions)
     command = command or task.grading.test_command
     twins, skipped = _build_twins(task, sandbox, files, runner, rng, described, sources)

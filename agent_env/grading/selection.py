@@ -284,6 +284,36 @@ def select_command(
     return " ".join(_quote(t) for t in kept)
 
 
+SYMPY_DESELECTED = "<->"
+"""The name a non-required test takes in a narrowed sympy run: no keyword is part of it."""
+
+
+def sympy_exact_selection(tests: list[str] | tuple[str, ...]) -> str:
+    """Python appended to each test file a narrowed sympy run executes, so that it runs
+    exactly `tests`. `bin/test -k name` runs every test whose name *contains* a keyword,
+    ignoring case (`SymPyTests.matches` compares `__name__`): `-k test_diag` also runs
+    `test_diagonalization`, and a test that fails in every run (sympy__sympy-13877's
+    neighbours) fails the verdict of a fix. The block gives every other `test_*` function
+    of the module a name no keyword is part of, once the module has defined them all; the
+    runner still collects them by their module-level name, and `-k` then drops them. Which
+    tests run is all it changes: the verdict is still the runner's exit status, and a
+    required test that tested code deselects is caught by its canary twins."""
+    names = ", ".join(repr(name) for name in sorted(dict.fromkeys(tests)))
+    return (
+        "\n\n# Added by the grader: `bin/test -k` matches parts of names; run exactly the required tests.\n"
+        "def _grader_select(space, keep):\n"
+        "    for name, test in list(space.items()):\n"
+        "        if name.startswith('test_') and name not in keep and callable(test) and not isinstance(test, type):\n"
+        "            try:\n"
+        f"                test.__name__ = {SYMPY_DESELECTED!r}\n"
+        "            except (AttributeError, TypeError):\n"
+        "                pass\n"
+        "\n\n"
+        f"_grader_select(globals(), {{{names}}})\n"
+        "del _grader_select\n"
+    )
+
+
 def loader_order(labels: list[str] | tuple[str, ...], directives: tuple[str, ...]) -> list[str]:
     """Dotted test labels (`app.mod.Class.test`), once each, in the order the unmodified
     command runs them: by the directive that holds them, in the command's order, then by

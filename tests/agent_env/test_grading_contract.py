@@ -24,6 +24,7 @@ from agent_env.grading.selection import (
     pytest_definition_order,
     runner_of,
     select_command,
+    sympy_exact_selection,
 )
 
 FILES = frozenset(
@@ -584,3 +585,65 @@ def test_mixed_configuration_is_judged_parsed(name, new, allowed):
         name, status="M", new_mode="100644", rule=RULE, pristine=PRISTINE | {name}, read_both=lambda p: (original, new)
     )
     assert reason == (None if allowed else "runner_config")
+
+
+# -- sympy's bin/test: `-k` matches parts of names ---------------------------------------------
+SYMPY_FILE = textwrap.dedent(
+    """\
+    from code_under_test import diag
+
+
+    def test_diag():
+        assert diag() == 1
+
+
+    def test_diagonalization():  # a neighbour that fails in every run of this environment
+        raise ValueError("broken here")
+
+
+    def test_DIAG_upper():  # matched too: bin/test ignores case
+        raise ValueError("broken here")
+    """
+)
+SYMPY_RUNNER = textwrap.dedent(
+    """\
+    import sys
+    from sympy.testing.runtests import PyTestReporter, SymPyTests
+
+    tests = SymPyTests(PyTestReporter(verbose=True), kw=tuple(sys.argv[2:]))
+    tests._testfiles = [sys.argv[1]]
+    sys.exit(0 if tests.test() else 1)
+    """
+)
+# Tested code that switches the runner's selection off: nothing runs, and the run exits 0.
+DESELECTS_EVERYTHING = "from sympy.testing.runtests import SymPyTests\nSymPyTests.matches = lambda self, f: False\n"
+
+
+def _run_sympy(tmp: Path, test_file: str, code: str, keywords: list[str]) -> int:
+    """The exit status of sympy's own runner (`SymPyTests`, what `bin/test` drives; the
+    host's sympy) on `test_file` with `-k keywords`."""
+    (tmp / "code_under_test.py").write_text(code)
+    (tmp / "test_file.py").write_text(test_file)
+    (tmp / "runner.py").write_text(SYMPY_RUNNER)
+    command = [sys.executable, "runner.py", str(tmp / "test_file.py"), *keywords]
+    return subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=120, check=False).returncode
+
+
+def test_a_sympy_run_is_narrowed_to_exactly_the_required_names(tmp_path):
+    pytest.importorskip("sympy.testing.runtests")
+    honest, broken = "def diag():\n    return 1\n", "def diag():\n    return 2\n"
+    # The defect: `-k test_diag` also runs the two broken neighbours, so a fix fails.
+    assert _run_sympy(tmp_path, SYMPY_FILE, honest, ["test_diag"]) == 1
+    narrowed = SYMPY_FILE + sympy_exact_selection(["test_diag"])
+    assert _run_sympy(tmp_path, narrowed, honest, ["test_diag"]) == 0
+    assert _run_sympy(tmp_path, narrowed, broken, ["test_diag"]) == 1  # the required test still runs
+    # A required neighbour stays selected.
+    both = SYMPY_FILE + sympy_exact_selection(["test_diag", "test_diagonalization"])
+    assert _run_sympy(tmp_path, both, honest, ["test_diag", "test_diagonalization"]) == 1
+    # Twins are built on the narrowed file: the honest fix fails the tail twin, and code that
+    # switches selection off passes its verdict run but also its twin, which is reward 0.
+    twin = tail_twin(narrowed, "test_file.py", "test_diag", "test_diag", random.Random(3))
+    assert twin.source is not None and twin.source.startswith(narrowed)
+    assert _run_sympy(tmp_path, twin.source, honest, ["test_diag"]) == 1
+    assert _run_sympy(tmp_path, narrowed, broken + DESELECTS_EVERYTHING, ["test_diag"]) == 0
+    assert _run_sympy(tmp_path, twin.source, broken + DESELECTS_EVERYTHING, ["test_diag"]) == 0
