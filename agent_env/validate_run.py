@@ -67,9 +67,15 @@ class RowRecord:
     reason: str = ""
     log: str = ""
     finished_at: float = 0.0
+    graded_by: str = ""
+    """The grader's code: `git describe` of this checkout (`code_version`), so a run that
+    spans several versions of the grader (a long run, resumed after fixes) says which
+    verdict came from which."""
 
     @classmethod
-    def of(cls, task: Task, result: TaskValidation, env_seconds: float, env_built: bool) -> RowRecord:
+    def of(
+        cls, task: Task, result: TaskValidation, env_seconds: float, env_built: bool, graded_by: str = ""
+    ) -> RowRecord:
         reason = "; ".join(result.problems) if result.status == "failed" else result.reason
         spec = task.harness_spec or {}
         return cls(
@@ -85,7 +91,31 @@ class RowRecord:
             reason=reason,
             log=result.log,
             finished_at=round(time.time(), 1),
+            graded_by=graded_by,
         )
+
+
+def code_version() -> str:
+    """This checkout's commit (12 digits; `-dirty` when tracked files differ from it), or the
+    installed package's version where the code is not a git checkout."""
+    root = str(Path(__file__).resolve().parents[1])
+
+    def git(*args: str) -> subprocess.CompletedProcess | None:
+        try:
+            return subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head is not None and head.returncode == 0 and head.stdout.strip():
+        changed = git("diff", "--quiet", "HEAD", "--")
+        return head.stdout.strip() + ("-dirty" if changed is not None and changed.returncode == 1 else "")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"agentic-rl {version('agentic-rl')}"
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -190,6 +220,7 @@ def run(
         log.info("%s: %d of %d tasks done already; %d to go", results, len(tasks) - len(todo), len(tasks), len(todo))
     factory = None if backend == "local" else (lambda spec: make_sandbox(spec, backend))
     records: list[RowRecord] = []
+    graded_by = code_version()
     started = time.monotonic()
     stopped = True
     try:
@@ -203,7 +234,7 @@ def run(
             later = [task for rest in groups[number + 1 :] for task in rest]
             for index, (original, task) in enumerate(pairs):
                 result = validate_task(task, factory, log_dir or out / "logs")
-                record = RowRecord.of(task, result, env_seconds.get(task.id, 0.0), task.id in built)
+                record = RowRecord.of(task, result, env_seconds.get(task.id, 0.0), task.id in built, graded_by)
                 append_record(results, record)
                 records.append(record)
                 if prune:
@@ -302,6 +333,8 @@ def render_summary(records: list[RowRecord], caches: dict[str, int | None]) -> s
     lines += [f"| {repo} | {_counts(rs)} |" for repo, rs in repos.items()]
     lines += [f"| **all** | {_counts(records)} |", "", "## By repository and version", "", head.format("spec")]
     lines += [f"| {f'{repo} {version}'.strip()} | {_counts(rs)} |" for (repo, version), rs in specs.items()]
+    versions = Counter(r.graded_by or "not recorded" for r in records)
+    lines += ["", "Graded by: " + ", ".join(f"{name} ({count} rows)" for name, count in versions.most_common())]
     lines += [
         "",
         "## Pace and disk",

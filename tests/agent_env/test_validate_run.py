@@ -3,7 +3,9 @@ the per-task table and the summary by repository and version)."""
 
 import json
 import multiprocessing
+import subprocess
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +118,7 @@ def test_the_summary_counts_by_repository_and_version_and_rows_per_hour_cold_and
         _record("d2", "unavailable", repo="django/django", version="3.0", env_seconds=0.0, test_seconds=0.0),
         _record("d3", repo="django/django", version="3.1", env_seconds=30.0, test_seconds=30.0),
     ]
+    records = [replace(r, graded_by="abc123" if r.repo == "django/django" else "") for r in records]
     text = render_summary(records, {"environment cache (/c/envs)": 3 * 2**30, "workspace cache (/c/ws)": None})
     assert text.splitlines() == [
         "# Validation run",
@@ -137,6 +140,8 @@ def test_the_summary_counts_by_repository_and_version_and_rows_per_hour_cold_and
         "| psf/requests 2.0 | 3 | 2 | 1 | 0 | 10.7 | 6.0 |",
         "| django/django 3.0 | 2 | 1 | 0 | 1 | 0.5 | 0.5 |",
         "| django/django 3.1 | 1 | 1 | 0 | 0 | 0.5 | 0.5 |",
+        "",
+        "Graded by: not recorded (3 rows), abc123 (3 rows)",
         "",
         "## Pace and disk",
         "",
@@ -187,6 +192,9 @@ def test_a_stopped_run_keeps_its_verdicts_and_a_rerun_does_only_the_rest(tmp_pat
     records = read_records(out / "results.jsonl")
     assert [(r.task_id, r.status) for r in records] == [(t.id, "ok") for t in tasks]
     assert all(r.log == str(out / "logs" / f"{r.task_id}.log") for r in records)
+    # Each verdict names the grader's code that gave it: this checkout's commit.
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
+    assert {r.graded_by.removesuffix("-dirty") for r in records} == {head.stdout.strip()[:12]}
     summary = (out / "summary.md").read_text()
     assert "| **all** | 3 | 3 | 0 | 0 |" in summary and "- workspace cache (" in summary
     # Nothing left: a rerun grades nothing and only rewrites the tables.
