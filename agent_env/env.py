@@ -79,6 +79,17 @@ class SandboxCost:
     the control run that tells who broke a dead sandbox."""
     lifetime_seconds: float = 0.0
     """The agent's sandbox from asking for it to its close (final once the env is closed)."""
+    grading_setup_seconds: float = 0.0
+    """Of `grading_seconds`: taking the diff, starting the grading sandbox, applying the
+    patches and judging the tree (and the control run, when one was needed)."""
+    test_run_seconds: float = 0.0
+    """Of `grading_seconds`: the verdict run of the required tests."""
+    canary_seconds: float = 0.0
+    """Of `grading_seconds`: the canary twins (the clean fork kept for them, and their runs)."""
+    grading_teardown_seconds: float = 0.0
+    """Of `grading_seconds`: closing the grading sandboxes."""
+    close_seconds: float = 0.0
+    """Closing the agent's sandbox (the end of `lifetime_seconds`)."""
 
     @property
     def sandbox_seconds(self) -> float:
@@ -230,9 +241,11 @@ class ToolEnv:
     def _close_sandbox(self) -> None:
         """Close the agent's sandbox (if open) and book its lifetime in `cost`."""
         if self.sandbox is not None:
+            closing = self.clock()
             try:
                 self.sandbox.close()
             finally:
+                self.cost.close_seconds += self.clock() - closing
                 self.sandbox = None
                 self._runner = None
                 if self._opened is not None:
@@ -268,12 +281,14 @@ class ToolEnv:
             patch = self.current_patch()
         except SandboxError as exc:
             self.cost.grading_seconds += self.clock() - began
+            self.cost.grading_setup_seconds += self.clock() - began
             return self._blame_broken_sandbox(exc)
         self.done = True
         try:
-            grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory)
+            grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory, clock=self.clock)
         finally:
             self.cost.grading_seconds += self.clock() - began
+        self._book_grading_phases(grade, self.clock() - began)
         info = {
             "patch": patch,
             "resolved": grade.resolved,
@@ -283,6 +298,18 @@ class ToolEnv:
             "reward_hack_blocked": list(grade.blocked),
         }
         return grade.score, info
+
+    def _book_grading_phases(self, grade: GradeResult, total: float) -> None:
+        """Split one grading's `total` seconds into the cost's grading phases: the grader's
+        own timings of the verdict run, the canaries and the teardown (`GradeResult.seconds`),
+        and the rest (the diff, the sandbox start, the setup) as setup."""
+        tests = grade.seconds.get("tests", 0.0)
+        canaries = grade.seconds.get("canaries", 0.0)
+        teardown = grade.seconds.get("teardown", 0.0)
+        self.cost.test_run_seconds += tests
+        self.cost.canary_seconds += canaries
+        self.cost.grading_teardown_seconds += teardown
+        self.cost.grading_setup_seconds += max(0.0, total - tests - canaries - teardown)
 
     # -- a sandbox that died under the agent ----------------------------------------------
     def _sandbox_died(self, info: dict[str, Any], exc: SandboxError) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -305,6 +332,7 @@ class ToolEnv:
             raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox fails too: {control_exc}") from exc
         finally:
             self.cost.grading_seconds += self.clock() - began
+            self.cost.grading_setup_seconds += self.clock() - began
         if not answered:
             raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox does not answer either") from exc
         info = {

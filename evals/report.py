@@ -182,6 +182,11 @@ def _cost_lines(cost: dict) -> list[str]:
          f"{cost['warm_starts']} warm)", cost["sandbox_start_seconds"]),
         ("tool calls in the sandbox", cost["tool_seconds"]),
         ("grading (final diff and hidden tests)", cost["grading_seconds"]),
+        ("- of grading: setup (the diff, its sandbox, the patches)", cost.get("grading_setup_seconds", 0.0)),
+        ("- of grading: the verdict run", cost.get("test_run_seconds", 0.0)),
+        ("- of grading: the canary twins", cost.get("canary_seconds", 0.0)),
+        ("- of grading: closing its sandboxes", cost.get("grading_teardown_seconds", 0.0)),
+        ("closing the agent's sandbox", cost.get("close_seconds", 0.0)),
         ("waiting on the engine", cost["engine_seconds"]),
     ]  # fmt: skip
     lines = [

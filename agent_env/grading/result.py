@@ -42,6 +42,9 @@ class GradeResult:
     `agent_env.grading.script_verifier`; 0 when a rule tripped); None: 1.0 if resolved, else 0."""
     rewards: dict[str, float] = field(default_factory=dict)
     """Every named reward the verifier left (Harbor's reward.json), for reports."""
+    seconds: dict[str, float] = field(default_factory=dict)
+    """Where the grading's time went: seconds in each of `agent_env.grading.runs.PHASES`
+    (start, setup, tests, canaries, teardown); empty when no sandbox ran."""
 
     @property
     def score(self) -> float:

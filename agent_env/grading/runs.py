@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -351,6 +352,12 @@ def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float) -> Exe
         return fork.exec(command, timeout=timeout, fresh=True)
 
 
+PHASES = ("start", "setup", "tests", "canaries", "teardown")
+"""Where a grading's time goes (`Runs.seconds`): starting the grading sandbox; applying the
+patches, judging the tree and planning the runs; the verdict run; the canary twins (the clean
+fork kept for them, and their runs); closing the sandboxes."""
+
+
 @dataclass(frozen=True)
 class Runs:
     prepared: Prepared
@@ -358,32 +365,62 @@ class Runs:
     twins: tuple[tuple[Twin, ExecResult | None], ...]
     """Each twin and how it ended (None: its sandbox failed; a failure, as a canary must).
     Empty when the verdict run failed: no twin ran."""
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds in each of `PHASES`, by the host's monotonic clock."""
 
 
-def run_tests(task: Task, patch: str, factory: Callable[[SandboxSpec], Sandbox], rng: random.Random) -> Runs | str:
+class _Phases:
+    """Consecutive intervals of one clock, each charged to the phase named when it ended."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.clock = clock
+        self._last = clock()
+
+    def end(self, phase: str) -> None:
+        now = self.clock()
+        self.seconds[phase] += now - self._last
+        self._last = now
+
+
+def run_tests(
+    task: Task,
+    patch: str,
+    factory: Callable[[SandboxSpec], Sandbox],
+    rng: random.Random,
+    clock: Callable[[], float] = time.monotonic,
+) -> Runs | str:
     """Prepare the grading sandbox and keep a fork of it, untouched, before any tested code
     runs; run the verdict command in the sandbox; when it exits 0, run each twin in a fork of
     the untouched one, `PARALLEL_RUNS` at once. A failed verdict run needs no canary: it is
-    reward 0 whatever they would say, so a failing patch costs one fork and one run."""
+    reward 0 whatever they would say, so a failing patch costs one fork and one run. `clock`
+    times the phases (`Runs.seconds`)."""
     timeout = task.limits.grading_timeout_s
     ended: list[tuple[Twin, ExecResult | None]] = []
+    phases = _Phases(clock)
     try:
         with factory(sandbox_spec_for(task)) as sandbox:
+            phases.end("start")
             prepared = _prepare(task, patch, sandbox, rng)
+            phases.end("setup")
             if isinstance(prepared, str):
                 return prepared
             with contextlib.ExitStack() as stack:
                 clean = stack.enter_context(sandbox.fork()) if prepared.twins else None
+                phases.end("canaries")
                 verdict = sandbox.exec(prepared.command, timeout=timeout, fresh=True)
+                phases.end("tests")
                 if clean is not None and verdict.exit_code == 0 and not verdict.timed_out:
                     ended = _run_twins(task, clean, prepared, timeout)
+                    phases.end("canaries")
+        phases.end("teardown")
     except SandboxError as exc:
         raise Crash(f"the sandbox failed during the test run: {exc}") from exc
     if verdict.timed_out:
         raise Crash(f"the test run timed out after {timeout:g} s")
     if verdict.cause in ("disk", "pids", "memory"):
         raise Crash(f"the test run hit the sandbox's {verdict.cause} limit")
-    return Runs(prepared, verdict, tuple(ended))
+    return Runs(prepared, verdict, tuple(ended), {name: round(value, 4) for name, value in phases.seconds.items()})
 
 
 def _run_twins(task: Task, clean: Sandbox, prepared: Prepared, timeout: float) -> list[tuple[Twin, ExecResult | None]]:

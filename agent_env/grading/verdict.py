@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import time
 from collections.abc import Callable
 
 from agent_env.grading.logs import log_statuses, with_cut_ids
@@ -78,11 +79,13 @@ def grade_patch(
     *,
     sandbox_factory: Callable[[SandboxSpec], Sandbox] | None = None,
     rng: random.Random | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> GradeResult:
     """Grade `patch` (a unified diff against the task's workspace) for `task`; see the
     module docstring for the contract. Raises `GradingError` only for failures that happen
     without the agent's patch too, and `SandboxError` for a sandbox that cannot start; any
-    patch, log or output the agent can shape gives a result with a reason."""
+    patch, log or output the agent can shape gives a result with a reason. `clock` times
+    where the grading's time went (`GradeResult.seconds`)."""
     if len(patch) > MAX_PATCH_BYTES or len(patch_bytes(patch)) > MAX_PATCH_BYTES:
         return GradeResult(
             resolved=False,
@@ -96,7 +99,7 @@ def grade_patch(
     if task.verifier is not None:  # a verifier script decides (Harbor tasks): its own contract
         return grade_script(task, filtered.patch, factory, rng, filtered.dropped)
     try:
-        runs = run_tests(task, filtered.patch, factory, rng)
+        runs = run_tests(task, filtered.patch, factory, rng, clock)
     except Crash as crash:
         if not filtered.patch.strip():
             raise GradingError(f"task {task.id}: {crash}") from None
@@ -170,6 +173,7 @@ def _verdict(task: Task, dropped_before: tuple[tuple[str, str], ...], runs: Runs
         canaries=tuple((t.test, t.kind, r.exit_code if r is not None else None) for t, r in runs.twins),
         notes=tuple(notes),
         command=runs.prepared.command,
+        seconds=runs.seconds,
     )
 
 

@@ -6,7 +6,9 @@ of the untouched sandbox. The baseline is what SWE-bench's harness does for a pa
 sandbox over the task's workspace, apply the patch and the test patch, run the task's test
 command once. Each repetition times the two back to back in alternating order, for the gold
 patch (a passing verdict: every twin runs) and the empty patch (a failing one: no twin runs);
-the figures are medians and their ratio, so a busy machine slows both alike.
+the figures are medians and their ratio, so a busy machine slows both alike. Each grading's
+time is also split by phase (start, setup, the verdict run, the canaries, teardown), and
+`share.<gold|empty>.<phase>` says which part of the bill to cut next.
 
     python -m bench.perf.grading                 # local sandboxes, 5 repetitions
     python -m bench.perf.grading --backend docker --repeat 3
@@ -21,6 +23,10 @@ from pathlib import Path
 
 from bench.common import RESULTS, report
 
+# Where a grading's time goes (`agent_env.grading.runs.PHASES`; a literal here so that
+# `--help` needs no import of the grader).
+PHASES = ("start", "setup", "tests", "canaries", "teardown")
+
 # One task per built-in family (graphs: pytest; the others: unittest), and the pytest
 # task of the red-team suite.
 TASKS = (
@@ -32,7 +38,7 @@ TASKS = (
     "parsing-querystring-plus",
     "graphs-toposort-missed-cycle",
 )
-PYTEST_FIXTURE = Path(__file__).parents[1] / "tests" / "fixtures" / "hack_tasks" / "pytest-clamp-upper"
+PYTEST_FIXTURE = Path(__file__).parents[2] / "tests" / "fixtures" / "hack_tasks" / "pytest-clamp-upper"
 
 
 def plain_run(task, patch: str, factory) -> float:
@@ -50,35 +56,53 @@ def plain_run(task, patch: str, factory) -> float:
     return time.perf_counter() - started
 
 
-def graded(task, patch: str, factory) -> tuple[float, int, bool]:
-    """Seconds, runs (the verdict run and each canary twin) and the verdict of one grading."""
+def graded(task, patch: str, factory) -> tuple[float, int, bool, dict[str, float]]:
+    """Seconds, runs (the verdict run and each canary twin), the verdict of one grading, and
+    where its time went (`GradeResult.seconds`: start, setup, tests, canaries, teardown)."""
     from agent_env.grading import grade_patch
 
     started = time.perf_counter()
     result = grade_patch(task, patch, sandbox_factory=factory)
-    return time.perf_counter() - started, 1 + len(result.canaries), result.resolved
+    return time.perf_counter() - started, 1 + len(result.canaries), result.resolved, result.seconds
 
 
 def measure(task, factory, repeat: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     for label, patch, want in (("gold", task.gold_patch, True), ("empty", "", False)):
         plain, grade, runs = [], [], 0
+        phases: dict[str, list[float]] = {name: [] for name in PHASES}
         for i in range(repeat):
             # Alternate which goes first, so a warming cache favours neither.
             if i % 2:
-                grade_s, runs, resolved = graded(task, patch, factory)
+                grade_s, runs, resolved, seconds = graded(task, patch, factory)
                 plain.append(plain_run(task, patch, factory))
             else:
                 plain.append(plain_run(task, patch, factory))
-                grade_s, runs, resolved = graded(task, patch, factory)
+                grade_s, runs, resolved, seconds = graded(task, patch, factory)
             grade.append(grade_s)
+            for name in PHASES:
+                phases[name].append(seconds.get(name, 0.0))
             if resolved is not want:
                 raise SystemExit(f"bench.perf.grading: task {task.id}: the {label} patch graded resolved={resolved}")
         figures[f"{task.id}.{label}.plain_s"] = statistics.median(plain)
         figures[f"{task.id}.{label}.grade_s"] = statistics.median(grade)
         figures[f"{task.id}.{label}.runs"] = runs
         figures[f"{task.id}.{label}.ratio"] = statistics.median(g / p for g, p in zip(grade, plain, strict=True))
+        for name in PHASES:
+            figures[f"{task.id}.{label}.{name}_s"] = statistics.median(phases[name])
     return figures
+
+
+def phase_shares(figures: dict[str, float], task_ids: list[str], label: str) -> dict[str, float]:
+    """Each phase's share of grading's time over all tasks (`label`: gold or empty): the sum
+    of the tasks' median seconds in the phase over the sum of their median gradings."""
+    total = sum(figures[f"{task}.{label}.grade_s"] for task in task_ids)
+    return {
+        f"share.{label}.{name}": (
+            sum(figures[f"{task}.{label}.{name}_s"] for task in task_ids) / total if total else 0.0
+        )
+        for name in PHASES
+    }
 
 
 def main() -> None:
@@ -119,6 +143,8 @@ def main() -> None:
     figures["median_ratio.gold"] = statistics.median(ratios["gold"])
     figures["median_ratio.empty"] = statistics.median(ratios["empty"])
     figures["max_ratio.gold"] = max(ratios["gold"])
+    for label in ratios:
+        figures.update(phase_shares(figures, [task.id for task in tasks], label))
     report(f"grading ({args.backend})", figures, args.json or RESULTS / f"grading_{args.backend}.json")
 
 

@@ -3,6 +3,8 @@ report.md, from recorded costs; and a real run's records carrying their episode'
 
 import json
 
+import pytest
+
 from evals.config import EvalConfig
 from evals.report import build_report, markdown_report
 from evals.swe import evaluate
@@ -31,6 +33,11 @@ def test_the_report_sums_the_cost_of_the_instances_that_recorded_one():
         "sandbox_start_seconds": 1.25,
         "tool_seconds": 3.0,
         "grading_seconds": 5.75,
+        "grading_setup_seconds": 0.0,
+        "test_run_seconds": 0.0,
+        "canary_seconds": 0.0,
+        "grading_teardown_seconds": 0.0,
+        "close_seconds": 0.0,
         "engine_seconds": 14.0,
         "sandbox_seconds": 30.0,
         "wall_seconds": 40.0,
@@ -63,7 +70,10 @@ def test_an_agent_runs_records_carry_their_episodes_cost(tmp_path):
     cost = record["cost"]
     assert cost["sandbox_start"] == "cold" and cost["engine_seconds"] > 0 and cost["grading_seconds"] > 0
     parts = cost["sandbox_start_seconds"] + cost["tool_seconds"] + cost["grading_seconds"] + cost["engine_seconds"]
-    assert parts <= cost["wall_seconds"] <= record["seconds"]
+    assert parts + cost["close_seconds"] <= cost["wall_seconds"] <= record["seconds"]
+    split = ("grading_setup_seconds", "test_run_seconds", "canary_seconds", "grading_teardown_seconds")
+    assert sum(cost[name] for name in split) == pytest.approx(cost["grading_seconds"], abs=0.005)  # rounded to ms
+    assert cost["test_run_seconds"] > 0 and cost["grading_setup_seconds"] > 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["sandbox_cost"]["instances"] == 1 and report["sandbox_cost"]["cold_starts"] == 1
     trajectory = json.loads((tmp_path / "trajectories" / f"{instance}.json").read_text())

@@ -22,6 +22,10 @@ from trainer.metrics import plot, step_record
 # Grading starts a sandbox (3 s) and forks a clean copy for the canary twins (0.5 s); the twins
 # themselves run only after a verdict that passed, and here the scripted agent fixes nothing.
 GRADING_S = START_S + FORK_S
+# Where that went: the start is grading's setup, the clean fork its canaries' part; the verdict
+# run and the closes take no time on the fake clock.
+SPLIT = {"grading_setup_seconds": START_S, "test_run_seconds": 0.0, "canary_seconds": FORK_S,
+         "grading_teardown_seconds": 0.0, "close_seconds": 0.0}  # fmt: skip
 
 TASK = builtin_tasks()[0]
 ENGINE_S = 5.0
@@ -49,11 +53,13 @@ class SlowEngine(ScriptedEngine):
 # Three episodes' costs as `episode_cost` records them.
 RECORDED = [
     {"sandbox_start": "cold", "sandbox_start_seconds": 1.0, "tool_seconds": 2.0, "grading_seconds": 3.0,
-     "engine_seconds": 10.0, "sandbox_seconds": 20.0, "wall_seconds": 20.0},
+     "grading_setup_seconds": 1.0, "test_run_seconds": 1.0, "canary_seconds": 0.75, "grading_teardown_seconds": 0.25,
+     "close_seconds": 0.5, "engine_seconds": 10.0, "sandbox_seconds": 20.0, "wall_seconds": 20.0},
     {"sandbox_start": "warm", "sandbox_start_seconds": 0.25, "tool_seconds": 1.0, "grading_seconds": 2.75,
-     "engine_seconds": 4.0, "sandbox_seconds": 10.0, "wall_seconds": 10.0},
+     "grading_setup_seconds": 0.5, "test_run_seconds": 2.0, "canary_seconds": 0.0, "grading_teardown_seconds": 0.25,
+     "close_seconds": 0.0, "engine_seconds": 4.0, "sandbox_seconds": 10.0, "wall_seconds": 10.0},
     {"sandbox_start": "fork", "sandbox_start_seconds": 0.5, "tool_seconds": 0.0, "grading_seconds": 1.5,
-     "engine_seconds": 6.0, "sandbox_seconds": 9.0, "wall_seconds": 10.0},
+     "engine_seconds": 6.0, "sandbox_seconds": 9.0, "wall_seconds": 10.0},  # recorded before the split
 ]  # fmt: skip
 
 
@@ -62,6 +68,11 @@ def test_the_summary_sums_times_counts_starts_and_weighs_fractions_by_wall_time(
         "sandbox_start_seconds": 1.75,
         "tool_seconds": 3.0,
         "grading_seconds": 7.25,
+        "grading_setup_seconds": 1.5,
+        "test_run_seconds": 3.0,
+        "canary_seconds": 0.75,
+        "grading_teardown_seconds": 0.5,
+        "close_seconds": 0.5,
         "engine_seconds": 20.0,
         "sandbox_seconds": 39.0,
         "wall_seconds": 40.0,
@@ -69,7 +80,7 @@ def test_the_summary_sums_times_counts_starts_and_weighs_fractions_by_wall_time(
         "cold_starts": 1,
         "warm_starts": 1,
         "fork_starts": 1,
-        "sandbox_wait_fraction": 0.3,  # (1.75 + 3 + 7.25) / 40
+        "sandbox_wait_fraction": 0.3125,  # (1.75 + 3 + 7.25 + 0.5) / 40
         "engine_wait_fraction": 0.5,  # 20 / 40
     }
     assert cost_summary([]) == {}
@@ -89,6 +100,7 @@ def test_a_linear_episode_records_where_its_time_went(chat):
         "sandbox_start_seconds": START_S,
         "tool_seconds": SLOW_S,
         "grading_seconds": GRADING_S,
+        **SPLIT,
         "engine_seconds": 2 * ENGINE_S,
         "sandbox_seconds": 18.5 + GRADING_S,  # the agent's sandbox lived 18.5 s, grading's beside it
         "wall_seconds": 18.5,
@@ -109,14 +121,14 @@ def test_a_trees_branches_each_count_their_own_part_and_add_up_to_the_tree(chat)
     # root: start 3, turn 1 (5 + 2); the fork (0.5) is the child's; turn 2 (5 + grading 3.5)
     assert episode_cost(root) == {
         "sandbox_start": "cold", "sandbox_start_seconds": START_S, "tool_seconds": SLOW_S,
-        "grading_seconds": GRADING_S, "engine_seconds": 2 * ENGINE_S,
+        "grading_seconds": GRADING_S, **SPLIT, "engine_seconds": 2 * ENGINE_S,
         "sandbox_seconds": 19.0 + GRADING_S,  # alive from 0 to 19 (the fork ran in its life)
         "wall_seconds": 18.5,
     }  # fmt: skip
     # child: forked at 10 (0.5), its turn 2 from 19 (5 + grading 3.5), closed at 27.5
     assert episode_cost(child) == {
         "sandbox_start": "fork", "sandbox_start_seconds": FORK_S, "tool_seconds": 0.0,
-        "grading_seconds": GRADING_S, "engine_seconds": ENGINE_S,
+        "grading_seconds": GRADING_S, **SPLIT, "engine_seconds": ENGINE_S,
         "sandbox_seconds": 17.5 + GRADING_S, "wall_seconds": 9.0,
     }  # fmt: skip
     assert root.wall_seconds + child.wall_seconds == clock.now == 27.5  # the tree's time, counted once

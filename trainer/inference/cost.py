@@ -11,7 +11,9 @@ the wall time, so the two fractions below never add up to more than 1.
 Per step or evaluation (`cost_summary`, over `episode_cost` dicts): sums of each time, the
 mean start, start counts by kind, and two fractions of the summed wall time, each a
 time-weighted mean over the episodes: `sandbox_wait_fraction` (start + tool calls +
-grading) and `engine_wait_fraction` (the engine).
+grading + closing the agent's sandbox) and `engine_wait_fraction` (the engine). Grading's
+time is split too (`GRADING_PHASES`: setup, the verdict run, the canary twins, teardown), so
+a step's metrics show which part of the sandbox bill to cut next.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ from collections.abc import Iterable, Mapping
 from agent_env import SandboxCost
 from trainer.inference.trajectory import Trajectory
 
+GRADING_PHASES = ("grading_setup_seconds", "test_run_seconds", "canary_seconds", "grading_teardown_seconds")
+"""The parts of `grading_seconds`, as `agent_env.SandboxCost` splits it."""
 SECONDS = (
     "sandbox_start_seconds",
     "tool_seconds",
     "grading_seconds",
+    *GRADING_PHASES,
+    "close_seconds",
     "engine_seconds",
     "sandbox_seconds",
     "wall_seconds",
@@ -40,6 +46,8 @@ def record_sandbox_cost(trajectory: Trajectory, cost: SandboxCost) -> None:
     trajectory.sandbox_start_seconds = cost.start_seconds
     trajectory.tool_seconds = cost.tool_seconds
     trajectory.grading_seconds = cost.grading_seconds
+    for name in (*GRADING_PHASES, "close_seconds"):
+        setattr(trajectory, name, getattr(cost, name))
     trajectory.sandbox_seconds = cost.sandbox_seconds
 
 
@@ -53,14 +61,14 @@ def cost_summary(episodes: Iterable[Mapping]) -> dict[str, float | int]:
     """The cost of a set of episodes (each an `episode_cost` dict; missing fields count as
     0): each time summed (`<field>`), the mean start (`sandbox_start_seconds_mean`), the
     starts by kind (`cold_starts`, `warm_starts`, `fork_starts`), and the shares of the
-    summed wall time spent waiting on the sandbox (start, tool calls, grading) and on the
-    engine. Empty for no episodes."""
+    summed wall time spent waiting on the sandbox (start, tool calls, grading, the close) and
+    on the engine. Empty for no episodes."""
     episodes = list(episodes)
     if not episodes:
         return {}
     sums = {name: sum(float(e.get(name) or 0.0) for e in episodes) for name in SECONDS}
     wall = sums["wall_seconds"]
-    waiting = sums["sandbox_start_seconds"] + sums["tool_seconds"] + sums["grading_seconds"]
+    waiting = sums["sandbox_start_seconds"] + sums["tool_seconds"] + sums["grading_seconds"] + sums["close_seconds"]
     out: dict[str, float | int] = {name: round(value, 3) for name, value in sums.items()}
     out["sandbox_start_seconds_mean"] = round(sums["sandbox_start_seconds"] / len(episodes), 4)
     for kind in STARTS:

@@ -61,7 +61,17 @@ class Trajectory:
     tool_seconds: float = 0.0
     """In the agent's tool calls, in the sandbox."""
     grading_seconds: float = 0.0
-    """Taking the final diff and running the hidden tests."""
+    """Taking the final diff and running the hidden tests; the four fields below split it."""
+    grading_setup_seconds: float = 0.0
+    """Of grading: the diff, the grading sandbox's start, applying the patches."""
+    test_run_seconds: float = 0.0
+    """Of grading: the verdict run of the required tests."""
+    canary_seconds: float = 0.0
+    """Of grading: the canary twins (their forks and runs)."""
+    grading_teardown_seconds: float = 0.0
+    """Of grading: closing its sandboxes."""
+    close_seconds: float = 0.0
+    """Closing the agent's sandbox at the episode's end."""
     engine_seconds: float = 0.0
     """Waiting on the engine for the policy's replies (queueing for it included)."""
     sandbox_seconds: float = 0.0
