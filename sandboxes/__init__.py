@@ -6,7 +6,9 @@ looked up by name and imported only when a sandbox of that kind is made.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import sys
 
 from sandboxes.base import ExecResult, Mount, Sandbox, SandboxError, SandboxLimits, SandboxSpec
 from sandboxes.pool import SandboxPool, started_warm
@@ -25,6 +27,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxPool",
     "SandboxSpec",
+    "close_all",
     "make_sandbox",
     "started_warm",
 ]
@@ -42,3 +45,18 @@ def make_sandbox(spec: SandboxSpec, backend: str = "local") -> Sandbox:
             f"sandbox backend {backend!r} cannot load: {exc} (pip install 'agentic-rl[{backend}]')"
         ) from exc
     return cls(spec)
+
+
+def close_all() -> int:
+    """Close every sandbox this process has open, on every backend already in use (none is
+    imported for it): what an interrupted run calls so that a build or a command in flight on
+    another thread stops at once (its `exec` then raises `SandboxError`) instead of running to
+    its end. Returns how many were open."""
+    closed = 0
+    for module in BACKENDS.values():
+        backend = sys.modules.get(module.split(":")[0])
+        for sandbox in list(getattr(backend, "_live", ())):
+            with contextlib.suppress(Exception):  # one that fails to close must not keep the rest open
+                sandbox.close()
+            closed += 1
+    return closed

@@ -292,6 +292,9 @@ def _teardown(proc: subprocess.Popen, root: Path, layers: list[_Layer], owner_pi
         layer.release()
 
 
+_live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+"""This process's open sandboxes (`sandboxes.close_all`)."""
+
 _spawners: dict[int, ThreadPoolExecutor] = {}
 _spawners_lock = threading.Lock()
 
@@ -431,6 +434,7 @@ class LocalSandbox(SupervisedSandbox):
         self._finalizer = weakref.finalize(self, _teardown, self._proc, self._root, self._layers, os.getpid())
         self._finalizer_info = weakref.finalize(self, os.close, info_r)
         self._init_channel(_PipeTransport(self._proc), f"local sandbox {self._root.name}", READY_TIMEOUT_S)
+        _live.add(self)
 
     @staticmethod
     def _checked_workspace(workspace: Path | None) -> Path | None:
@@ -666,6 +670,7 @@ class LocalSandbox(SupervisedSandbox):
     def close(self) -> None:
         self._finalizer()
         self._finalizer_info()
+        _live.discard(self)
 
     @property
     def closed(self) -> bool:

@@ -206,6 +206,42 @@ def test_an_interrupted_validation_says_how_far_it_got(tmp_path, scratch):
     print(f"agent_env validate stopped in {seconds:.2f} s")
 
 
+def _commands_with(marker: str) -> list[str]:
+    """The live processes, anywhere on the machine, whose command line holds `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in command and "Z" not in (cmdline.parent / "stat").read_text().rsplit(")", 1)[1].split()[:1]:
+            found.append(f"{cmdline.parent.name} {command[:120]}")
+    return found
+
+
+@needs_bwrap
+def test_an_interrupted_environment_build_stops_in_seconds(tmp_path, scratch):
+    """A build step in flight (a pip install, a compile: minutes) on a worker thread: SIGTERM
+    closes its sandbox, so the stop does not wait for the step to end. Found when a Verified
+    run went on installing astropy for minutes after SIGTERM."""
+    from tasks import builtin_tasks
+
+    task = tmp_path / "task"
+    shutil.copytree(Path(builtin_tasks()[0].source).parent, task)
+    step = f"sleep {600 + os.getpid() % 97}"  # a command line no other test runs
+    with (task / "task.yaml").open("a") as definition:
+        definition.write(f'sandbox:\n  python:\n    version: "3.11"\n    setup:\n      - "{step}"\n')
+    proc, _, err = _start(["agent_env", "validate", str(task)], tmp_path, scratch, "build")
+    _running_until(proc, lambda: _commands_with(step), "the build step running", err)
+
+    status, seconds = _stop(proc, [signal.SIGTERM], EVAL_STOP_S, err)
+    assert status == 143
+    assert _last_line(err).startswith("interrupted:")
+    wait_until(lambda: not _commands_with(step), time.monotonic() + 30, "the build step to end")
+    _no_leftovers(proc.pid, scratch)
+    print(f"agent_env validate stopped a build in {seconds:.2f} s")
+
+
 @needs_bwrap
 @pytest.mark.ray
 @pytest.mark.parametrize(("number", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
