@@ -10,7 +10,7 @@ and every SWE-bench Verified row:
 | unittest | `python -m unittest ...`                 | `pkg.mod.Class.test`          |
 | pytest   | `pytest ...`, `python -m pytest ...`, `tox ... -- ...` | the node id `path::Class::test[param]` |
 | django   | `.../runtests.py ...`                    | `app.mod.Class.test` (from `test (app.mod.Class)` or its description) |
-| sympy    | `bin/test ...`                           | its files, then `-k name ...` |
+| sympy    | `bin/test ...`                           | its files, then `-k name ...` (`sympy_exact_selection`) |
 
 A token of the test command is a *directive* (a test file, directory or module it runs) when
 it names a path of the workspace, directly or as a dotted module; directives are replaced by
