@@ -1,15 +1,17 @@
 """Honest grading: a patch is judged from exit statuses the code under test cannot write.
 
 - `verdict`: `grade_patch` and the contract, in its docstring;
-- `runs`: the grading sandbox (apply, judge the tree, the verdict run and the twins);
+- `applying`: the agent's patch applied in the grading sandbox, the tree it leaves judged;
+- `runs`: the grading sandbox's runs (the verdict run and the twins) and where their time goes;
 - `canaries`: the canary twins; `selection`: narrowing a test command to test ids;
 - `protected`: what of the agent's change reaches the grader; `logs`: reading test logs;
 - `script_verifier`: tasks whose verifier is a script that writes a reward (Harbor tasks).
 """
 
+from agent_env.grading.applying import protection_rule
 from agent_env.grading.logs import failure_reports, failure_text, network_error, network_failure
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import protection_rule, sandbox_spec_for
+from agent_env.grading.runs import sandbox_spec_for
 from agent_env.grading.verdict import MAX_PATCH_BYTES, describe, grade_patch
 
 __all__ = [

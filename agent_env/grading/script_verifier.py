@@ -62,10 +62,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_env.grading.applying import apply_agent_patch
 from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import PARALLEL_RUNS, apply_agent_patch, sandbox_spec_for
+from agent_env.grading.runs import PARALLEL_RUNS, sandbox_spec_for
 from sandboxes import ExecResult, Mount, Sandbox, SandboxError, SandboxSpec
 from tasks import Task
 

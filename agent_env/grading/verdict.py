@@ -48,10 +48,11 @@ import secrets
 import time
 from collections.abc import Callable
 
+from agent_env.grading.applying import patch_bytes, pristine_text, protection_rule
 from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.protected import BLOCK_OF_REASON, filter_patch
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import Crash, Runs, control_failure, patch_bytes, pristine_text, protection_rule, run_tests
+from agent_env.grading.runs import Crash, Runs, control_failure, run_tests
 from agent_env.grading.script_verifier import grade_script
 from sandboxes import Sandbox, SandboxSpec, make_sandbox
 from tasks import Task
