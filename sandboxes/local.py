@@ -69,6 +69,7 @@ from sandboxes.base import OFFLINE_HOSTS, SandboxError, SandboxSpec, copy_proble
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
 SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.py"
+COMPILED_SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.pyc"
 LAYERS_IN_SANDBOX = "/opt/sandbox/l"
 RW_IN_SANDBOX = "/opt/sandbox/rw"
 SOURCE_IN_SANDBOX = "/opt/sandbox/src"
@@ -292,6 +293,61 @@ def _teardown(proc: subprocess.Popen, root: Path, layers: list[_Layer], owner_pi
         layer.release()
 
 
+def sandbox_python() -> str:
+    """The interpreter the supervisor runs on inside the sandbox: the system's python3 (its
+    libraries are among the host paths the sandbox sees), else this process's own."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
+
+
+_compiled: dict[str, Path | None] = {}
+_compiled_lock = threading.Lock()
+
+
+def compiled_supervisor(python: str) -> Path | None:
+    """The supervisor compiled to a `.pyc` by `python` itself (so its magic number fits), cached
+    on disk by the source's hash and the interpreter's path and mtime; None where it cannot be
+    made (the supervisor then starts from its source). A sandbox start otherwise compiles the
+    1,100-line supervisor every time: 21.6 ms against 16.8 ms for the `.pyc`, measured
+    2026-12-06 (`python3 -S` of each, median of 30)."""
+    with _compiled_lock:
+        known = _compiled.get(python, False)
+        if known is None or (known and known.is_file()):  # made (and still there), or cannot be made
+            return known
+        try:
+            source = SUPERVISOR.read_bytes()
+            stamp = os.stat(python).st_mtime_ns
+            key = hashlib.sha256(source + f"\0{python}\0{stamp}".encode()).hexdigest()[:20]
+            target = Path(tempfile.gettempdir()) / "agentic-rl" / "supervisor" / f"{key}.pyc"
+            if not target.is_file():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                partial = target.with_name(f".{key}.{os.getpid()}.{threading.get_ident()}.pyc")
+                compile_it = (
+                    "import py_compile, sys; py_compile.compile(sys.argv[1], cfile=sys.argv[2], doraise=True, "
+                    "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)"
+                )
+                subprocess.run(
+                    [python, "-S", "-c", compile_it, str(SUPERVISOR), str(partial)],
+                    check=True,
+                    capture_output=True,
+                    timeout=60,
+                )
+                os.replace(partial, target)  # whole, for other processes starting sandboxes at once
+            _compiled[python] = target
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.debug("the sandbox supervisor runs from its source: compiling it failed (%s)", exc)
+            _compiled[python] = None
+        return _compiled[python]
+
+
+def _supervisor_binds() -> list[str]:
+    """bubblewrap's binds of the supervisor's source, and of its `.pyc` where there is one."""
+    binds = ["--ro-bind", str(SUPERVISOR), SUPERVISOR_IN_SANDBOX]
+    compiled = compiled_supervisor(sandbox_python())
+    if compiled is not None:
+        binds += ["--ro-bind", str(compiled), COMPILED_SUPERVISOR_IN_SANDBOX]
+    return binds
+
+
 _live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 """This process's open sandboxes (`sandboxes.close_all`)."""
 
@@ -501,8 +557,9 @@ class LocalSandbox(SupervisedSandbox):
             config["user"] = {"uid": self.uid, "gid": self.uid}
         elif self._source is not None:
             config["copy_in"] = SOURCE_IN_SANDBOX
-        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else os.path.realpath(sys.executable)
-        return [python, "-S", SUPERVISOR_IN_SANDBOX, json.dumps(config)]
+        python = sandbox_python()
+        inside = COMPILED_SUPERVISOR_IN_SANDBOX if compiled_supervisor(python) else SUPERVISOR_IN_SANDBOX
+        return [python, "-S", inside, json.dumps(config)]
 
     def bwrap_args(self, info_fd: int | None = None) -> list[str]:
         """The bubblewrap command line (mounts and namespaces) without the program to run."""
@@ -520,7 +577,7 @@ class LocalSandbox(SupervisedSandbox):
             "--dev", "/dev",
             "--perms", "1777", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp",
             "--perms", "1777", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/dev/shm",
-            "--ro-bind", str(SUPERVISOR), SUPERVISOR_IN_SANDBOX,
+            *_supervisor_binds(),
             "--hostname", "sandbox",
             "--die-with-parent",
             "--new-session",

@@ -220,7 +220,7 @@ def test_ctrl_c_leaves_no_sandbox_behind(workspace, tmp_path):
         pool = SandboxPool(make_sandbox, size=2)
         in_use = pool(spec)
         assert pool.wait_ready(spec, timeout=120)
-        print(len([n for n in os.listdir({str(folder)!r}) if not n.startswith("sandbox-layer-")]), flush=True)
+        print(len([n for n in os.listdir({str(folder)!r}) if n.startswith("sandbox-") and not n.startswith("sandbox-layer-")]), flush=True)
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         threading.Event().wait(120)  # the KeyboardInterrupt breaks this wait
         sys.exit("SIGINT was not handled within 120 s")
@@ -232,4 +232,5 @@ def test_ctrl_c_leaves_no_sandbox_behind(workspace, tmp_path):
     )
     assert "KeyboardInterrupt" in done.stderr and done.returncode != 0
     assert done.stdout.split() == ["3"]  # one in use, two ready, when Ctrl-C came
-    assert list(folder.iterdir()) == []  # no sandbox folder, no workspace layer
+    # No sandbox folder, no workspace layer (the compiled supervisor, a cache, stays).
+    assert [p.name for p in folder.iterdir() if p.name != "agentic-rl"] == []
