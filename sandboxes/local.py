@@ -332,11 +332,19 @@ def compiled_supervisor(python: str) -> Path | None:
                     timeout=60,
                 )
                 os.replace(partial, target)  # whole, for other processes starting sandboxes at once
+            if not all(_ours(path) for path in (target.parent, target)):
+                raise OSError(f"{target} or its folder is not this user's alone")  # another user could plant it
             _compiled[python] = target
         except (OSError, subprocess.SubprocessError) as exc:
             logger.debug("the sandbox supervisor runs from its source: compiling it failed (%s)", exc)
             _compiled[python] = None
         return _compiled[python]
+
+
+def _ours(path: Path) -> bool:
+    """Owned by this process's user and writable by no one else."""
+    info = path.stat()
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def _supervisor_binds() -> list[str]:

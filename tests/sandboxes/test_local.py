@@ -304,3 +304,28 @@ def _descendant_running(ancestor: int, cmdline: bytes) -> bool:
         if pid == ancestor:
             return True
     return False
+
+
+def test_the_supervisor_starts_from_a_pyc_its_python_compiled_and_only_from_its_own(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(local, "_compiled", {})
+    python = local.sandbox_python()
+    compiled = local.compiled_supervisor(python)
+    assert compiled is not None and compiled.parent == tmp_path / "agentic-rl" / "supervisor"
+    # The sandbox's python runs it (outside a sandbox the supervisor refuses to go on).
+    ran = subprocess.run([python, "-S", str(compiled), "null"], capture_output=True, text=True, timeout=60)
+    assert "must be pid 1 of its own pid namespace" in ran.stdout
+    with make_sandbox(SandboxSpec()) as sandbox:
+        assert local.COMPILED_SUPERVISOR_IN_SANDBOX in sandbox._program(None)
+        assert sandbox.exec("echo started", timeout=30).output.strip() == "started"
+    # Gone since: made again. A folder others may write to: never used, the source runs.
+    compiled.unlink()
+    assert local.compiled_supervisor(python) == compiled and compiled.is_file()
+    monkeypatch.setattr(local, "_compiled", {})
+    compiled.parent.chmod(0o777)
+    assert local.compiled_supervisor(python) is None
+    with make_sandbox(SandboxSpec()) as sandbox:
+        assert local.SUPERVISOR_IN_SANDBOX in sandbox._program(None)
+        assert sandbox.exec("echo started", timeout=30).output.strip() == "started"
