@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_env.grading.applying import TEST_PATCH, apply_agent_patch, git_apply, run_fresh
+from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patch, git_apply, run_fresh
 from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
@@ -190,12 +190,30 @@ def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Pr
     return Prepared(dropped, files, command, tuple(twins), tuple(skipped))
 
 
+LONG_COMMAND = 100_000
+"""Bytes past which a command reaches bash through a file: Linux refuses any one argument over
+128 KiB (MAX_ARG_STRLEN), and `bash -c COMMAND` is one argument, while a narrowed command
+names every required test (pydata__xarray-3993's: over a thousand node ids)."""
+COMMAND_FILE = f"{GRADING_DIR}/command.sh"
+
+
+def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
+    """`command` as a fresh process; past `LONG_COMMAND` bytes, written to `COMMAND_FILE` and
+    run by `eval "$(< FILE)"`: bash reads the whole file before it runs any of it, so tested
+    code that rewrites the file while the tests run changes nothing (`bash FILE` would read
+    the rest of the file only when it gets there). The exit status is the command's."""
+    if len(command.encode()) <= LONG_COMMAND:
+        return sandbox.exec(command, timeout=timeout, fresh=True)
+    sandbox.write_file(COMMAND_FILE, command)
+    return sandbox.exec(f'eval "$(< {COMMAND_FILE})"', timeout=timeout, fresh=True)
+
+
 def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float) -> ExecResult:
     """One canary twin in a fork of the prepared sandbox: its own processes, its own files."""
     with sandbox.fork() as fork:
         assert twin.source is not None
         fork.write_file(twin.path, twin.source)
-        return fork.exec(command, timeout=timeout, fresh=True)
+        return run_command(fork, command, timeout)
 
 
 PHASES = ("start", "setup", "tests", "canaries", "teardown")
@@ -254,7 +272,7 @@ def run_tests(
             with contextlib.ExitStack() as stack:
                 clean = stack.enter_context(sandbox.fork()) if prepared.twins else None
                 phases.end("canaries")
-                verdict = sandbox.exec(prepared.command, timeout=timeout, fresh=True)
+                verdict = run_command(sandbox, prepared.command, timeout)
                 phases.end("tests")
                 if clean is not None and verdict.exit_code == 0 and not verdict.timed_out:
                     ended = _run_twins(task, clean, prepared, timeout)

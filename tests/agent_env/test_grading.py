@@ -143,3 +143,24 @@ def test_a_canary_builder_that_fails_is_named_and_grading_goes_on(monkeypatch):
     assert gold.notes == tuple(
         f"{test}: no broken canary: its builder failed (KeyError)" for test in task.grading.fail_to_pass
     )
+
+
+def test_a_command_past_one_arguments_limit_runs_and_tested_code_cannot_rewrite_it():
+    # pydata__xarray-3993's narrowed command names over a thousand node ids: as the one
+    # argument of `bash -c` it is past Linux's 128 KiB limit ("Argument list too long").
+    from agent_env.grading import runs
+    from sandboxes import SandboxSpec, make_sandbox
+
+    words = " ".join(f"id{i:06d}" for i in range(20_000))  # 180,000 bytes
+    with make_sandbox(SandboxSpec()) as sandbox:
+        assert sandbox.exec(f"printf '%s\\n' {words} | wc -l", timeout=60, fresh=True).exit_code != 0
+        counted = runs.run_command(sandbox, f"printf '%s\\n' {words} | wc -l", timeout=60)
+        assert (counted.exit_code, counted.output.strip()) == (0, "20000")
+        # The attack: a process the command starts (tested code) rewrites the file it came
+        # from; `bash FILE` then reads on from its offset, past the new end, and exits 0
+        # (as here). Bash had read all of it first, so the run fails as written.
+        rewrite = f"sh -c \"printf 'exit 0\\\\n' > {runs.COMMAND_FILE}\""
+        attack = f": {words}\n{rewrite}\nfalse\n"
+        sandbox.write_file(runs.COMMAND_FILE, attack)
+        assert sandbox.exec(f"bash {runs.COMMAND_FILE}", timeout=60, fresh=True).exit_code == 0
+        assert runs.run_command(sandbox, attack, timeout=60).exit_code == 1
