@@ -280,15 +280,14 @@ class ToolEnv:
         try:
             patch = self.current_patch()
         except SandboxError as exc:
-            self.cost.grading_seconds += self.clock() - began
-            self.cost.grading_setup_seconds += self.clock() - began
+            self._book_grading(None, self.clock() - began)
             return self._blame_broken_sandbox(exc)
         self.done = True
+        grade: GradeResult | None = None
         try:
-            grade: GradeResult = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory, clock=self.clock)
+            grade = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory, clock=self.clock)
         finally:
-            self.cost.grading_seconds += self.clock() - began
-        self._book_grading_phases(grade, self.clock() - began)
+            self._book_grading(grade, self.clock() - began)
         info = {
             "patch": patch,
             "resolved": grade.resolved,
@@ -299,13 +298,16 @@ class ToolEnv:
         }
         return grade.score, info
 
-    def _book_grading_phases(self, grade: GradeResult, total: float) -> None:
-        """Split one grading's `total` seconds into the cost's grading phases: the grader's
-        own timings of the verdict run, the canaries and the teardown (`GradeResult.seconds`),
-        and the rest (the diff, the sandbox start, the setup) as setup."""
-        tests = grade.seconds.get("tests", 0.0)
-        canaries = grade.seconds.get("canaries", 0.0)
-        teardown = grade.seconds.get("teardown", 0.0)
+    def _book_grading(self, grade: GradeResult | None, total: float) -> None:
+        """Book one grading's `total` seconds in `cost.grading_seconds`, split into its phases:
+        the grader's own timings of the verdict run, the canaries and the teardown
+        (`GradeResult.seconds`), and the rest (the diff, the sandbox start, the setup, or all
+        of it when no grade came) as setup."""
+        seconds = grade.seconds if grade is not None else {}
+        tests = seconds.get("tests", 0.0)
+        canaries = seconds.get("canaries", 0.0)
+        teardown = seconds.get("teardown", 0.0)
+        self.cost.grading_seconds += total
         self.cost.test_run_seconds += tests
         self.cost.canary_seconds += canaries
         self.cost.grading_teardown_seconds += teardown
@@ -331,8 +333,7 @@ class ToolEnv:
         except (SandboxError, GradingError) as control_exc:
             raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox fails too: {control_exc}") from exc
         finally:
-            self.cost.grading_seconds += self.clock() - began
-            self.cost.grading_setup_seconds += self.clock() - began
+            self._book_grading(None, self.clock() - began)
         if not answered:
             raise SandboxError(f"task {self.task.id}: {exc}; a fresh sandbox does not answer either") from exc
         info = {

@@ -347,13 +347,11 @@ def _ours(path: Path) -> bool:
     return info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
-def _supervisor_binds() -> list[str]:
-    """bubblewrap's binds of the supervisor's source, and of its `.pyc` where there is one."""
-    binds = ["--ro-bind", str(SUPERVISOR), SUPERVISOR_IN_SANDBOX]
+def supervisor_file() -> tuple[Path, str]:
+    """(the host file, its path inside the sandbox) the supervisor starts from: its `.pyc`
+    where there is one (`compiled_supervisor`), else its source."""
     compiled = compiled_supervisor(sandbox_python())
-    if compiled is not None:
-        binds += ["--ro-bind", str(compiled), COMPILED_SUPERVISOR_IN_SANDBOX]
-    return binds
+    return (compiled, COMPILED_SUPERVISOR_IN_SANDBOX) if compiled is not None else (SUPERVISOR, SUPERVISOR_IN_SANDBOX)
 
 
 _live: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
@@ -472,6 +470,7 @@ class LocalSandbox(SupervisedSandbox):
                 else:
                     self._source = self._checked_workspace(spec.workspace)
             self._write_identity()
+            self._supervisor = supervisor_file()  # decided once: the bind and the command agree
             info_r, info_w = os.pipe()
             spawned = _spawner().submit(
                 subprocess.Popen,
@@ -565,9 +564,7 @@ class LocalSandbox(SupervisedSandbox):
             config["user"] = {"uid": self.uid, "gid": self.uid}
         elif self._source is not None:
             config["copy_in"] = SOURCE_IN_SANDBOX
-        python = sandbox_python()
-        inside = COMPILED_SUPERVISOR_IN_SANDBOX if compiled_supervisor(python) else SUPERVISOR_IN_SANDBOX
-        return [python, "-S", inside, json.dumps(config)]
+        return [sandbox_python(), "-S", self._supervisor[1], json.dumps(config)]
 
     def bwrap_args(self, info_fd: int | None = None) -> list[str]:
         """The bubblewrap command line (mounts and namespaces) without the program to run."""
@@ -585,7 +582,7 @@ class LocalSandbox(SupervisedSandbox):
             "--dev", "/dev",
             "--perms", "1777", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp",
             "--perms", "1777", "--size", str(spec.limits.tmp_bytes), "--tmpfs", "/dev/shm",
-            *_supervisor_binds(),
+            "--ro-bind", str(self._supervisor[0]), self._supervisor[1],
             "--hostname", "sandbox",
             "--die-with-parent",
             "--new-session",

@@ -203,9 +203,9 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
     code that rewrites the file while the tests run changes nothing (`bash FILE` would read
     the rest of the file only when it gets there). The exit status is the command's."""
     if len(command.encode()) <= LONG_COMMAND:
-        return sandbox.exec(command, timeout=timeout, fresh=True)
+        return run_fresh(sandbox, command, timeout)
     sandbox.write_file(COMMAND_FILE, command)
-    return sandbox.exec(f'eval "$(< {COMMAND_FILE})"', timeout=timeout, fresh=True)
+    return run_fresh(sandbox, f'eval "$(< {COMMAND_FILE})"', timeout)
 
 
 def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float) -> ExecResult:
