@@ -38,6 +38,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sandboxes.reaper import list_images
+
 logger = logging.getLogger(__name__)
 
 # swebench 5's command line (`swebench eval ...`), run with this interpreter: the console
@@ -126,7 +128,7 @@ def check_harness(rows: list[dict], *, allow_pull: bool = False) -> HarnessCheck
     import docker
 
     client = docker.from_env(timeout=30)
-    local = {tag for image in client.images.list() for tag in image.tags}
+    local = {tag for image in list_images(client) for tag in image.tags}
     client.close()
     ready: dict[str, str] = {}
     not_ready: dict[str, str] = {}

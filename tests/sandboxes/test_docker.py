@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from sandboxes import SandboxError, SandboxLimits, SandboxSpec, make_sandbox, reaper
+from sandboxes.base import DEFAULT_IMAGE
 from tests.conftest import wait_until
 
 pytestmark = pytest.mark.docker
@@ -88,15 +89,39 @@ def test_workspace_images_are_shared_by_content(engine, tmp_path):
 
 def test_fork_images_go_with_their_sandboxes(engine):
     mine = {"label": [f"{reaper.LABEL}.kind=fork", f"{reaper.LABEL}.owner-pid={os.getpid()}"]}
-    before = {image.id for image in engine.images.list(filters=mine)}
+    before = {image.id for image in reaper.list_images(engine, mine)}
     with make_sandbox(SandboxSpec(), "docker") as sb:
         sb.exec("echo 1 > /workspace/a")
         child = sb.fork()
         grandchild = child.fork()
-        assert len({image.id for image in engine.images.list(filters=mine)} - before) == 2
+        assert len({image.id for image in reaper.list_images(engine, mine)} - before) == 2
         child.close()  # its image is the parent of the grandchild's: it waits for that one
         grandchild.close()
-    assert {image.id for image in engine.images.list(filters=mine)} == before
+    assert {image.id for image in reaper.list_images(engine, mine)} == before
+
+
+def test_listing_images_survives_an_image_removed_as_it_is_listed(engine):
+    """The SDK's `images.list()` lists, then inspects each image by id: an image another
+    process removed in between failed the whole listing with 404 (CI, stop 47). Here one is
+    removed right after the engine listed it; `list_images` still answers, from the listing."""
+    container = engine.containers.create(DEFAULT_IMAGE, command="true")
+    try:
+        image = engine.api.commit(container.id, repository="agentic-rl/test-listed", tag=os.urandom(4).hex())
+    finally:
+        container.remove(force=True)
+    real = engine.api.images
+
+    class RemovingAfterListing:  # the engine's own listing, then the other process's removal
+        def images(self, filters=None):
+            listed = real(filters=filters)
+            engine.api.remove_image(image["Id"], force=True)
+            return listed
+
+    class Client:
+        api = RemovingAfterListing()
+
+    listed = {found.id for found in reaper.list_images(Client())}
+    assert image["Id"] in listed and image["Id"] not in {i.id for i in reaper.list_images(engine)}
 
 
 def _owner_process(body: str) -> subprocess.Popen:

@@ -1,17 +1,20 @@
 """What is particular to the local (bubblewrap) backend; shared behaviour is in
 test_conformance.py."""
 
+import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from sandboxes import SandboxError, SandboxLimits, SandboxSpec, local, make_sandbox, reaper
+from sandboxes import SandboxError, SandboxLimits, SandboxSpec, cgroups, local, make_sandbox, reaper
 from sandboxes.local import LocalSandbox, default_layout
 from tests.conftest import needs_bwrap, wait_until
 from tests.sandboxes.conftest import break_backend, wait_for_pid_exit
@@ -19,6 +22,9 @@ from tests.sandboxes.conftest import break_backend, wait_for_pid_exit
 pytestmark = needs_bwrap
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="the overlay layout needs root")
+needs_pids_cgroups = pytest.mark.skipif(
+    cgroups.available() is None, reason="this host lets no process here make pids cgroups (root, /sys/fs/cgroup)"
+)
 
 
 @pytest.fixture
@@ -59,6 +65,7 @@ def test_commands_run_unprivileged_under_a_process_cap(sandbox):
     assert sandbox.exec("id -u").output.strip() == str(sandbox.uid) != "0"
     assert sandbox.exec("ulimit -u").output.strip() == str(SandboxLimits().pids)
     assert sandbox.exec("whoami").output == "sandbox\n"
+    assert sandbox.process_cap == "rlimit" and not sandbox._caps  # no cgroup where the rlimit holds
 
 
 @needs_root
@@ -91,6 +98,101 @@ def test_fork_bomb_cannot_exceed_the_cap_on_the_host(workspace):
         assert count() == 0  # the supervisor runs as root; the next command gets a fresh shell
         assert sb.exec("echo ok").output == "ok\n"
         assert count() == 1
+
+
+@needs_pids_cgroups
+def test_a_held_bomb_is_refused_by_the_kernel_in_the_sandboxes_own_cgroup(workspace):
+    """The cap the kernel keeps, read from the host: the "copy" layout run as root has no
+    RLIMIT_NPROC that holds, and its watchdog alone let a bomb reach 32,405 processes on a
+    loaded host (CI, stop 47); in a pids cgroup of its own it never passes the cap."""
+    with LocalSandbox(SandboxSpec(workspace=workspace, limits=SandboxLimits(pids=40)), layout="copy") as sb:
+        assert sb.process_cap == "cgroup"
+        cgroup = sb._caps[0].path
+        assert (cgroup / "pids.max").read_text() == "41\n"  # 40 in the sandbox + bubblewrap outside it
+        assert str(sb.host_pid) in (cgroup / "cgroup.procs").read_text().split()
+        result = sb.exec("bomb() { bomb | bomb & }; bomb; sleep 30", timeout=20)
+        assert result.cause == "pids" and result.exit_code == 137
+        assert sb._caps[0].refused() > 0  # the kernel said no, not only the watchdog
+        if (cgroup / "pids.peak").exists():
+            assert int((cgroup / "pids.peak").read_text()) == 41
+        assert sb.exec("echo ok").output == "ok\n"
+    assert not cgroup.exists()  # removed with the sandbox
+
+
+@needs_pids_cgroups
+def test_reaper_removes_cgroups_of_dead_owners_only(workspace):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = reaper._start_time(dead.pid)
+    dead.wait()
+    parent = cgroups.available().parent
+    orphan = parent / f"{dead.pid}.{start}.sandbox-reaper-test"
+    recycled = parent / f"{os.getpid()}.1.sandbox-reaper-test"  # our pid, another start time
+    orphan.mkdir()
+    recycled.mkdir()
+    try:
+        with LocalSandbox(SandboxSpec(workspace=workspace), layout="copy") as sb:
+            assert cgroups.reap_orphans(reaper.tag_is_orphan) >= 2
+            assert not orphan.exists() and not recycled.exists()
+            assert sb._caps[0].path.exists() and sb.exec("echo alive").output == "alive\n"
+    finally:
+        for path in (orphan, recycled):
+            if path.exists():
+                path.rmdir()
+
+
+@pytest.mark.skipif(not ROOT or not Path("/usr/bin/python3").exists(), reason="needs root (to become another user)")
+def test_copy_layout_of_a_non_root_user_caps_commands_per_user_namespace(tmp_path):
+    """Where the host user is not root (the "copy" layout, no cgroup of its own), the cap is
+    RLIMIT_NPROC: since Linux 5.14 the kernel counts it per user namespace, so the sandbox's
+    commands are held to `pids` while the same user's processes outside do not count. Run
+    for real as another uid, with 40 of that uid's processes already running on the host."""
+    if tuple(int(p) for p in os.uname().release.split(".")[:2]) < (5, 14):
+        pytest.skip("RLIMIT_NPROC is counted per user namespace since Linux 5.14")
+    uid = 3_900_000 + os.getpid() % 10_000
+    shared = Path(tempfile.mkdtemp(prefix="nonroot-", dir="/tmp"))
+    try:
+        shutil.copytree(Path(__file__).resolve().parents[2] / "sandboxes", shared / "sandboxes")
+        (shared / "ws").mkdir()
+        (shared / "ws" / "a.txt").write_text("x")
+        script = shared / "run.py"
+        script.write_text(
+            "import sys\n"
+            f"sys.path.insert(0, {str(shared)!r})\n"
+            "from sandboxes import SandboxSpec, SandboxLimits\n"
+            "from sandboxes.local import LocalSandbox, default_layout\n"
+            f"spec = SandboxSpec(workspace={str(shared / 'ws')!r}, limits=SandboxLimits(pids=30))\n"
+            "with LocalSandbox(spec) as sb:\n"
+            "    print(sb.layout, sb.process_cap)\n"
+            "    print(sb.exec('ulimit -u; for i in 1 2 3 4 5; do sleep 1 & done; wait; echo forked').output)\n"
+        )
+        os.chmod(shared, 0o755)
+        for path in shared.rglob("*"):
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+        become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        outside = subprocess.Popen(become + ["sh", "-c", "for i in $(seq 40); do sleep 60 & done; wait"])
+        try:
+            wait_until(lambda: _processes_of(uid) >= 41, time.monotonic() + 30, "40 processes of the other uid")
+            run = subprocess.run(
+                become + ["env", "-i", "TMPDIR=/tmp", "HOME=/tmp", "/usr/bin/python3", str(script)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        finally:
+            subprocess.run(["pkill", "-KILL", "-U", str(uid)])
+            outside.wait()
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.split("\n")[:3] == ["copy rlimit", "30", "forked"]
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _processes_of(uid: int) -> int:
+    n = 0
+    for pid in os.listdir("/proc"):
+        with contextlib.suppress(OSError):  # gone since the listing
+            n += pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid
+    return n
 
 
 @needs_root
