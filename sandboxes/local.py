@@ -136,21 +136,27 @@ def _nproc_holds(layout: Layout) -> bool:
     return release >= (5, 14)
 
 
+@functools.cache
 def default_layout() -> Layout:
-    """ "overlay" where this process may mount an overlay in a sandbox (root), else "copy"."""
+    """ "overlay" where this process may mount an overlay in a sandbox (root), else "copy".
+
+    Probed once per process (it was once probed at every start: a bwrap run, 10-100 ms of a
+    start's bill), on a tmpfs of the probe's own: nothing on the host's disk, so nothing to
+    leave behind when a stop cuts the probe short (a `sandbox-probe-*` folder outlived an
+    interrupted validation under load, stop-47 stress rounds)."""
     if os.geteuid() != 0:
         return "copy"
-    with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
-        for name in ("lower", "rw/upper", "rw/work", "mnt"):
-            Path(tmp, name).mkdir(parents=True)
-        script = (
-            f"mount -t overlay overlay -o lowerdir={tmp}/lower,upperdir={tmp}/rw/upper,workdir={tmp}/rw/work {tmp}/mnt"
-        )
-        probe = subprocess.run(
-            ["bwrap", "--bind", "/", "/", "--unshare-pid", "--cap-add", "CAP_SYS_ADMIN", "--die-with-parent"]
-            + ["sh", "-c", script],
-            capture_output=True,
-        )
+    probe_dir = "/tmp/overlay-probe"
+    script = (
+        f"mkdir -p {probe_dir}/lower {probe_dir}/rw/upper {probe_dir}/rw/work {probe_dir}/mnt && "
+        f"mount -t overlay overlay -o lowerdir={probe_dir}/lower,upperdir={probe_dir}/rw/upper,"
+        f"workdir={probe_dir}/rw/work {probe_dir}/mnt"
+    )
+    probe = subprocess.run(
+        ["bwrap", "--bind", "/", "/", "--tmpfs", "/tmp", "--unshare-pid", "--cap-add", "CAP_SYS_ADMIN"]
+        + ["--die-with-parent", "sh", "-c", script],
+        capture_output=True,
+    )
     return "overlay" if probe.returncode == 0 else "copy"
 
 
@@ -284,6 +290,7 @@ def _probe_shared_base() -> bool:
     if bwrap_available() is not None or default_layout() != "overlay":
         return False
     with tempfile.TemporaryDirectory(prefix="sandbox-probe-") as tmp:
+        reaper.write_owner_file(Path(tmp))  # if a kill cuts the probe short, the reaper knows it
         Path(tmp, "probe.txt").write_text("a\n")
         try:
             with LocalSandbox(SandboxSpec(workspace=Path(tmp)), layout="overlay", share_base=True) as probe:
