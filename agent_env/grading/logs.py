@@ -133,6 +133,27 @@ def network_failure(log: str, statuses: dict[str, str], required: list[str] | tu
     return None
 
 
+_SKIPPED_FOR_IMPORT = re.compile(r"^SKIPPED \[\d+\] ([^\s:]+):\d+: could not import '([\w.]+)'", re.M)
+
+
+def missing_module(log: str, unreported: list[str] | tuple[str, ...]) -> str | None:
+    """`test: could not import 'X'` for the first required test the run did not report whose
+    test file had a test skipped because `pytest.importorskip("X")` failed, else None.
+
+    pytest's short summary names a skip by the file and line of the test, not its id, so
+    the file is what ties them: the required test was collected and skipped, for want of an
+    optional dependency this environment lacks (cdms2 for xarray's `test_to_and_from_cdms2_*`:
+    conda-only, on no index pip reads), not missing from the run."""
+    skipped = {}
+    for match in _SKIPPED_FOR_IMPORT.finditer(_ANSI.sub("", log)):
+        skipped.setdefault(match.group(1), match.group(2))
+    for test in unreported:
+        module = skipped.get(test.split("::", 1)[0])
+        if module:
+            return f"{test}: could not import '{module}'"
+    return None
+
+
 def parseable(log: str) -> str:
     """`log` with every line cut to `MAX_LOG_LINE` characters. Some SWE-bench parsers are
     quadratic in a line's length (psf/requests': 35 s for one 100 KB line, 211 s for 256 KB),

@@ -158,6 +158,51 @@ def test_a_row_is_network_dependent_only_when_a_required_test_failed_on_the_netw
     assert result.failed_tests == ((GET, "FAILED"),) and result.missing_tests == ()
 
 
+CDMS = "xarray/tests/test_dataarray.py::TestDataArray::test_to_and_from_cdms2_classic"
+QUANTILE = "xarray/tests/test_dataarray.py::TestDataArray::test_quantile"
+OTHER_FILE = "xarray/tests/test_dataset.py::test_integrate"
+
+
+def xarray_log(*, skipped_in: str = "xarray/tests/test_dataarray.py") -> str:
+    """The tail of pydata__xarray-3305's gold run here (`pytest -rA`): the cdms2 tests are
+    collected and skipped (`pytest.importorskip`), so no line names their ids."""
+    return "\n".join(
+        [
+            f"PASSED {QUANTILE}",
+            f"SKIPPED [1] {skipped_in}:3585: could not import 'cdms2': No module named 'cdms2'",
+            "\x1b[33mSKIPPED [1] xarray/tests/test_backends.py:10: could not import 'Nio': No module named 'Nio'\x1b[0m",
+            "=========== 1 passed, 2 skipped in 6.53s ============",
+        ]
+    )
+
+
+def test_a_row_is_unavailable_when_a_required_test_is_skipped_for_a_module_the_environment_lacks():
+    xarray = GradingSpec(test_command="pytest -rA", log_parser="swebench", fail_to_pass=[QUANTILE], pass_to_pass=[CDMS])
+    task = Task(id="pydata__xarray-3305", problem_statement="p", grading=xarray, repo="pydata/xarray", gold_patch="x")
+    required = (QUANTILE, CDMS)
+    gold = _grade({QUANTILE: "PASSED"}, xarray_log(), required=required)
+    empty = _grade({QUANTILE: "FAILED"}, xarray_log(), required=required)
+    result = judge(task, gold, empty, seconds=1.0)
+    assert (result.status, result.reason) == (
+        "unavailable",
+        f"not gradable here: a required test is skipped for a module this environment lacks ({CDMS}: "
+        "could not import 'cdms2')",
+    )
+    # A skip in another test file says nothing of a missing id: the row's list is wrong.
+    other = GradingSpec(
+        test_command="pytest -rA", log_parser="swebench", fail_to_pass=[QUANTILE], pass_to_pass=[OTHER_FILE]
+    )
+    moved = Task(id="pydata__xarray-3305", problem_statement="p", grading=other, repo="pydata/xarray", gold_patch="x")
+    required = (QUANTILE, OTHER_FILE)
+    gold = _grade({QUANTILE: "PASSED"}, xarray_log(), required=required)
+    empty = _grade({QUANTILE: "FAILED"}, xarray_log(), required=required)
+    assert judge(moved, gold, empty, seconds=1.0).status == "failed"
+    # Nor does one when the gold run failed a required test it did report.
+    gold = _grade({QUANTILE: "FAILED"}, xarray_log(), required=(QUANTILE, CDMS))
+    result = judge(task, gold, empty, seconds=1.0)
+    assert result.status == "failed" and result.failed_tests == ((QUANTILE, "FAILED"),)
+
+
 def test_a_failing_row_lists_failed_and_missing_tests_apart():
     gold = _grade({"t.py::a": "PASSED", "t.py::b": "ERROR"})  # t.py::c is not in the log
     result = judge(ROW, gold, EMPTY_ONE_PASSES, seconds=1.0)
