@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,6 +99,26 @@ def test_fork_bomb_cannot_exceed_the_cap_on_the_host(workspace):
         assert count() == 0  # the supervisor runs as root; the next command gets a fresh shell
         assert sb.exec("echo ok").output == "ok\n"
         assert count() == 1
+
+
+def test_a_clean_up_cut_by_ctrl_c_goes_on_to_its_end_then_the_interrupt_is_raised(tmp_path):
+    """Ctrl-C / SIGTERM become an exception in the main thread wherever it is, a close's
+    `rmtree` included: a `sandbox-layer-*` folder outlived a stopped validation that way."""
+    folder = tmp_path / "layer"
+    for i in range(20):
+        (folder / str(i)).mkdir(parents=True)
+    calls = []
+
+    def remove_then_ctrl_c_once():
+        calls.append(len(list(folder.iterdir())) if folder.exists() else 0)
+        if len(calls) == 1:
+            shutil.rmtree(folder / "0")
+            signal.raise_signal(signal.SIGINT)  # the default handler: KeyboardInterrupt, here
+        shutil.rmtree(folder, ignore_errors=True)
+
+    with pytest.raises(KeyboardInterrupt):
+        local._to_the_end(remove_then_ctrl_c_once)
+    assert calls == [20, 19] and not folder.exists()
 
 
 def test_the_layout_is_probed_once_and_the_probe_writes_nothing_on_the_host(tmp_path, monkeypatch):
