@@ -332,6 +332,24 @@ def test_a_bad_config_file_or_override_is_one_line(tmp_path):
     assert line == f"trainer.train: {bad}: field 'learner.lr': Input should be greater than 0"
 
 
+def test_a_ray_that_cannot_start_is_one_line(tmp_path):
+    """Ray's own start-up failing (a node that timed out starting at load 212 ended a run with
+    a traceback, stress round 4 of 8): here for real, a temp folder Ray cannot make."""
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    env = {**os.environ, "RAY_TMPDIR": str(not_a_folder / "ray")}
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer.train", "configs/train_swe_quick.yaml", f"run.output_dir={tmp_path / 'runs'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    line = _one_line_error(result)
+    assert line == (
+        f"trainer.train: could not start a local Ray (NotADirectoryError: [Errno 20] Not a directory: "
+        f"'{not_a_folder / 'ray'}'); a machine too busy to start it in time, or a temp folder it cannot write "
+        "(RAY_TMPDIR, TMPDIR): run the same command again"
+    )
+
+
 def test_an_unknown_task_stream_is_one_line():
     line = _one_line_error(_run("-m", "trainer.train", "configs/train_swe.yaml", "tasks.source=stream:nowhere"))
     assert line == (

@@ -17,6 +17,7 @@ from pathlib import Path
 from tasks import TaskError
 from trainer.config import ConfigError, TrainConfig, leaf_fields
 from trainer.inference.manifest import ManifestError
+from trainer.orchestrator.loop import RayStartError
 from trainer.resolve import DERIVED, load_config
 
 
@@ -81,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.exit(f"trainer.train: {exc}")
         except ManifestError as exc:  # a damaged checkpoint or model folder: the file and why
             sys.exit(f"trainer.train: damaged: {exc}")
+        except RayStartError as exc:  # the machine or the cluster: one line, nothing to resume
+            sys.exit(f"trainer.train: {exc}")
         except KeyboardInterrupt as exc:
             kept = getattr(exc, "kept", f"nothing to keep ({config.run.output_dir}/{config.run.name})")
             return interrupted(exc, kept)

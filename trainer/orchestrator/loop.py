@@ -456,10 +456,17 @@ class Orchestrator:
         self.learner.kill()
 
 
+class RayStartError(RuntimeError):
+    """Ray could not be started or joined: the machine or the cluster, not the run; said in
+    one line by `trainer.train`."""
+
+
 def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
     """Join the Ray cluster at `address`, or start a local one; returns whether this call
     started Ray (and so should shut it down). Actors get this checkout on their path and
-    the sandbox settings (AGENTIC_RL_*, SANDBOX_*) of this process."""
+    the sandbox settings (AGENTIC_RL_*, SANDBOX_*) of this process. A start or join that
+    fails raises `RayStartError` naming Ray's reason (at load 212 on 2 cores a local node
+    timed out during start-up, stress round 4 of 8, 2026-12-06)."""
     import ray
 
     if ray.is_initialized():
@@ -467,16 +474,32 @@ def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
     env = {k: v for k, v in os.environ.items() if k.startswith(("AGENTIC_RL_", "SANDBOX_"))}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), os.environ.get("PYTHONPATH", "")) if p)
     options: dict = {"runtime_env": {"env_vars": env}, "logging_level": "WARNING"}
-    if address:
-        ray.init(address=address, **options)
-    else:
-        # A local cluster on this machine needs no token authentication (Ray warns of it at
-        # every start otherwise); a RAY_AUTH_MODE set by the user is left as it is.
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        cpus = max(os.cpu_count() or 1, workers)  # logical slots; the episodes mostly wait on sandboxes
-        # address="local": always a new Ray of this run's own, never a cluster that happens to
-        # run on this machine (ray.init() with no address would join the newest one).
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
+    try:
+        if address:
+            ray.init(address=address, **options)
+        else:
+            # A local cluster on this machine needs no token authentication (Ray warns of it at
+            # every start otherwise); a RAY_AUTH_MODE set by the user is left as it is.
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+            cpus = max(os.cpu_count() or 1, workers)  # logical slots; the episodes mostly wait on sandboxes
+            # address="local": always a new Ray of this run's own, never a cluster that happens to
+            # run on this machine (ray.init() with no address would join the newest one).
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
+    except Exception as exc:  # noqa: BLE001 - whatever Ray raises, it did not start: one line
+        try:
+            ray.shutdown()  # what did start (a GCS, a raylet) goes with it
+        except Exception:  # noqa: BLE001 - nothing started to shut down
+            logger.debug("ray.shutdown after a failed start", exc_info=True)
+        cause = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        if address:
+            raise RayStartError(
+                f"could not join the Ray cluster at {address} ({cause}); is it running (`ray status --address "
+                f"{address}`)? or leave placement.ray_address unset for a local Ray"
+            ) from exc
+        raise RayStartError(
+            f"could not start a local Ray ({cause}); a machine too busy to start it in time, or a temp folder it "
+            "cannot write (RAY_TMPDIR, TMPDIR): run the same command again"
+        ) from exc
     return True
 
 
