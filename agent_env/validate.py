@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from agent_env.environments import prepare_environments
-from agent_env.grading import GradeResult, GradingError, grade_patch, missing_module, network_failure, sandbox_spec_for
+from agent_env.grading import GradeResult, GradingError, grade_patch, missing_modules, network_failure, sandbox_spec_for
 from agent_env.oracle import oracle_patch
 from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
@@ -132,7 +132,7 @@ def judge(
     FAIL_TO_PASS test that passes before the fix is a warning naming it. A gold run whose
     required test failed on the network is not gradable offline (`network_failure`), nor one
     whose only unmet required tests were skipped for an optional module the environment
-    lacks (`missing_module`; a required test that failed outright still fails the row). A
+    lacks (`missing_modules`; a required test that failed outright still fails the row). A
     listed id that neither run names is not found, with the closest id of `reported` (what
     the task's unnarrowed test command reports, `reported_ids`)."""
     grading = task.grading
@@ -143,10 +143,13 @@ def judge(
     if not gold.resolved and (line := network_failure(gold.log, gold.statuses, required)):
         reason = f"not gradable offline: a required test needs the network ({line})"
         return TaskValidation(task.id, "unavailable", reason=reason, **common)
-    skipped = [t for t in missing_tests if missing_module(gold.log, [t])]
+    skipped = missing_modules(gold.log, missing_tests)
     if not gold.resolved and not failed_tests and skipped and len(skipped) == len(missing_tests):
-        line = missing_module(gold.log, skipped)
-        reason = f"not gradable here: a required test is skipped for a module this environment lacks ({line})"
+        test, module = next(iter(skipped.items()))
+        reason = (
+            "not gradable here: a required test is skipped for a module this environment lacks "
+            f"({test}: could not import '{module}')"
+        )
         return TaskValidation(task.id, "unavailable", reason=reason, **common)
     # An id neither run reports is misspelled (or not run by the test command), not the gold patch's fault.
     not_found = [t for t in required if t in gold.missing and t in empty.missing]

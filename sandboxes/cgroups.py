@@ -114,9 +114,6 @@ class PidsCgroup:
         it reports ready)."""
         return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *command]
 
-    def current(self) -> int:
-        return int((self.path / "pids.current").read_text())
-
     def refused(self) -> int:
         """How many forks the kernel refused here for the cap (`pids.events`' max)."""
         for line in (self.path / "pids.events").read_text().splitlines():

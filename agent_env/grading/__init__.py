@@ -9,7 +9,7 @@
 """
 
 from agent_env.grading.applying import protection_rule
-from agent_env.grading.logs import failure_reports, failure_text, missing_module, network_error, network_failure
+from agent_env.grading.logs import failure_reports, failure_text, missing_modules, network_error, network_failure
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import sandbox_spec_for
 from agent_env.grading.verdict import MAX_PATCH_BYTES, describe, grade_patch
@@ -22,8 +22,8 @@ __all__ = [
     "failure_reports",
     "failure_text",
     "grade_patch",
+    "missing_modules",
     "network_error",
-    "missing_module",
     "network_failure",
     "protection_rule",
     "sandbox_spec_for",

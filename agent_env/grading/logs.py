@@ -136,22 +136,19 @@ def network_failure(log: str, statuses: dict[str, str], required: list[str] | tu
 _SKIPPED_FOR_IMPORT = re.compile(r"^SKIPPED \[\d+\] ([^\s:]+):\d+: could not import '([\w.]+)'", re.M)
 
 
-def missing_module(log: str, unreported: list[str] | tuple[str, ...]) -> str | None:
-    """`test: could not import 'X'` for the first required test the run did not report whose
-    test file had a test skipped because `pytest.importorskip("X")` failed, else None.
+def missing_modules(log: str, unreported: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """{test: X} for each required test the run did not report whose test file had a test
+    skipped because `pytest.importorskip("X")` failed.
 
     pytest's short summary names a skip by the file and line of the test, not its id, so
     the file is what ties them: the required test was collected and skipped, for want of an
     optional dependency this environment lacks (cdms2 for xarray's `test_to_and_from_cdms2_*`:
     conda-only, on no index pip reads), not missing from the run."""
-    skipped = {}
+    skipped: dict[str, str] = {}
     for match in _SKIPPED_FOR_IMPORT.finditer(_ANSI.sub("", log)):
         skipped.setdefault(match.group(1), match.group(2))
-    for test in unreported:
-        module = skipped.get(test.split("::", 1)[0])
-        if module:
-            return f"{test}: could not import '{module}'"
-    return None
+    found = {test: skipped.get(test.split("::", 1)[0], "") for test in unreported}
+    return {test: module for test, module in found.items() if module}
 
 
 def parseable(log: str) -> str:
