@@ -175,7 +175,8 @@ class Supervisor:
         self.exports = base64.b64decode(state["env"]) if state.get("env") else None
         self.shell = None
         self.fresh = None  # the pid of a running fresh exec
-        self.oom_kills = _oom_kills()
+        self.oom_counter = config.get("oom_counter")  # local: its memory cgroup's, bound in
+        self.oom_kills = _oom_kills(self.oom_counter)
         self.command_fd = _memfd("sandbox-command")
 
     # -- the command user ----------------------------------------------------------------
@@ -558,7 +559,7 @@ class Supervisor:
             return "file_size"
         if self.oom_kills is not None:
             # Any process of the command may have been the victim, not just the last one.
-            kills = _oom_kills()
+            kills = _oom_kills(self.oom_counter)
             if kills is not None and kills > self.oom_kills:
                 self.oom_kills = kills
                 return "memory"
@@ -727,9 +728,11 @@ def _probe_write(folder):
             os.unlink(path)
 
 
-def _oom_kills():
-    """The cgroup's count of out-of-memory kills, where the sandbox can read it."""
+def _oom_kills(counter=None):
+    """The cgroup's count of out-of-memory kills, where the sandbox can read it: `counter`
+    (a file the backend bound in), else its own cgroup's files (docker)."""
     for path, key in (
+        *(((counter, "oom_kill"),) if counter else ()),
         ("/sys/fs/cgroup/memory.events", "oom_kill"),
         ("/sys/fs/cgroup/memory/memory.oom_control", "oom_kill"),
     ):

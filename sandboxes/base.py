@@ -87,8 +87,9 @@ class SandboxLimits:
     """Output kept per command: all of it, or its first half and its end around a line saying
     how much of the middle was dropped (a test summary comes last); `truncated` is set."""
     memory_bytes: int = 4 * 1024**3
-    """Address-space limit (RLIMIT_AS) of every process a command starts; the docker backend
-    also caps the container's memory (cgroup, no swap) at this."""
+    """Address-space limit (RLIMIT_AS) of every process a command starts, and the cap on the
+    sandbox's total (a memory cgroup, no swap): docker's container, and a local sandbox's own
+    where root may make one (`LocalSandbox.memory_cap`)."""
     file_bytes: int = 1024**3
     """Largest file a command may write (RLIMIT_FSIZE)."""
     open_files: int = 1024

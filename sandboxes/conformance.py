@@ -472,6 +472,24 @@ def attack_memory_hog(h: Harness) -> None:
         _check(not result.ok and "MemoryError" in result.output, result)
 
 
+def attack_memory_split(h: Harness) -> None:
+    """Memory spread over processes, each under the per-process limit (RLIMIT_AS): the cap
+    is on the sandbox's total (docker: the container's memory cgroup; local: one of its own,
+    `memory_cap`), so the out-of-memory killer ends the command (`cause="memory"`), and no
+    more than the cap is ever held: of 8 holders of 96 MB under 256 MB, at most 2 live on."""
+    hold = "import time; x = b'1' * (96 * 1024**2); time.sleep(4); print('survived', flush=True)"
+    command = f'for i in 1 2 3 4 5 6 7 8; do python3 -c "{hold}" & done; s=0; for j in $(jobs -p); do wait $j || s=1; done; exit $s'
+    with h.sandbox(memory_bytes=256 * 1024**2) as sb, _host_untouched(h, sb):
+        if getattr(sb, "memory_cap", "cgroup") == "rlimit":
+            # No total cap where the backend can make no cgroup (local, not root): it says so,
+            # and each process is still held to the limit.
+            result, _ = _timed(sb, "python3 -c \"x = b'1' * (300 * 1024**2)\"", timeout=20)
+            _check(not result.ok and "MemoryError" in result.output, result)
+            return
+        result, _ = _timed(sb, command, timeout=30)
+        _check(result.cause == "memory" and not result.ok and result.output.splitlines().count("survived") <= 2, result)
+
+
 def attack_fill_tmp(h: Harness) -> None:
     """A full /tmp is the agent's doing: a command result with cause "disk", and `rm` frees it."""
     with h.sandbox(tmp_bytes=8 * 1024 * 1024) as sb:

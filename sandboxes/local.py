@@ -40,6 +40,9 @@ layout's own uid; the copy layout of a non-root user on Linux >= 5.14); else, wh
 process may make cgroups (root, a writable pids hierarchy), a pids cgroup of the sandbox's
 own (`sandboxes/cgroups.py`). The supervisor's watchdog runs in every case, and is the cap
 alone only in the copy layout as root without cgroups, or of a non-root user before 5.14.
+The memory cap (`memory_cap`): RLIMIT_AS on each process, and where root may make one, a
+memory cgroup of the sandbox's own on their total (as docker's); the same cgroup as the
+pids one where both are needed.
 
 Over 450 lines on purpose: one backend, whole: the bubblewrap command, the copy-on-write
 layers and shared bases, the pipe transport and the sandbox class share bwrap-only state;
@@ -80,6 +83,8 @@ COMPILED_SUPERVISOR_IN_SANDBOX = "/opt/sandbox/supervisor.pyc"
 LAYERS_IN_SANDBOX = "/opt/sandbox/l"
 RW_IN_SANDBOX = "/opt/sandbox/rw"
 SOURCE_IN_SANDBOX = "/opt/sandbox/src"
+OOM_COUNTER_IN_SANDBOX = "/opt/sandbox/oom"
+"""Where the sandbox's memory cgroup's `oom_kill` counter is bound (read-only) for the supervisor."""
 # What the overlay layout's supervisor starts with (it keeps KILL, SETUID, SETGID, SETPCAP).
 SUPERVISOR_SETUP_CAPS = (
     "CAP_SYS_ADMIN", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER",
@@ -325,7 +330,7 @@ def _remove_dir(path: Path, owner_pid: int) -> None:
 
 
 def _teardown(
-    proc: subprocess.Popen, root: Path, layers: list[_Layer], caps: list[cgroups.PidsCgroup], owner_pid: int
+    proc: subprocess.Popen, root: Path, layers: list[_Layer], caps: list[cgroups.SandboxCgroup], owner_pid: int
 ) -> None:
     if os.getpid() != owner_pid:
         return
@@ -424,7 +429,7 @@ def _spawner() -> ThreadPoolExecutor:
         return _spawners[pid]
 
 
-def _abandon(info_w: int, root: Path, caps: list[cgroups.PidsCgroup], spawned: Future) -> None:
+def _abandon(info_w: int, root: Path, caps: list[cgroups.SandboxCgroup], spawned: Future) -> None:
     """A bubblewrap started for a caller that gave up waiting (interrupted): killed, and its
     folder removed again (the caller's removal may have raced the sandbox writing into it),
     and its cgroup."""
@@ -494,7 +499,7 @@ class LocalSandbox(SupervisedSandbox):
         self._root = Path(tempfile.mkdtemp(prefix="sandbox-"))
         reaper.write_owner_file(self._root)
         self._layers: list[_Layer] = []
-        self._caps: list[cgroups.PidsCgroup] = []
+        self._caps: list[cgroups.SandboxCgroup] = []
         self._source: Path | None = None  # the "copy" layout's read-only source
         state = None
         try:
@@ -564,24 +569,27 @@ class LocalSandbox(SupervisedSandbox):
         _live.add(self)
 
     def _cap_processes(self) -> None:
-        """Where RLIMIT_NPROC does not hold (`_nproc_holds`), a pids cgroup of the sandbox's
-        own, if this host lets us make one (`cgroups.available()`): bubblewrap is started
-        inside it, so every process of the sandbox is born there and the kernel refuses each
-        fork past `pids`, however busy the host (the supervisor's watchdog samples, and a
-        starved sampler looks too late). Not where RLIMIT_NPROC holds: moving a process into a
-        cgroup waits for an RCU grace period, +9 ms on a 30-40 ms start here (v1 hierarchy)."""
-        if _nproc_holds(self.layout):
+        """A cgroup of the sandbox's own where this host lets us make one (root, a writable
+        hierarchy: `cgroups.available()`), bubblewrap started inside it: a memory cap on the
+        sandbox's total (RLIMIT_AS caps each process, not their sum), and, where RLIMIT_NPROC
+        does not hold (`_nproc_holds`), a pids cap, so every process of the sandbox is born
+        there and the kernel refuses each fork past `pids`, however busy the host (the
+        supervisor's watchdog samples, and a starved sampler looks too late). Moving a process
+        into a cgroup waits for an RCU grace period (+9 ms on a 30-40 ms start here, v1): the
+        price of a kernel cap on memory, which nothing else gives the local backend."""
+        pids = None if _nproc_holds(self.layout) else self.spec.limits.pids
+        memory = self.spec.limits.memory_bytes
+        if pids is not None and cgroups.available("pids") is None:
+            pids = None
+        if memory is not None and cgroups.available("memory") is None:
+            memory = None
+        if pids is None and memory is None:
             return
-        hierarchy = cgroups.available()
-        if hierarchy is None:
-            return
+        name = f"{reaper.owner_tag()}.{self._root.name}"
         try:
-            name = f"{reaper.owner_tag()}.{self._root.name}"
-            self._caps.append(cgroups.PidsCgroup(hierarchy, name, self.spec.limits.pids))
+            self._caps.append(cgroups.SandboxCgroup(name, pids=pids, memory=memory))
         except OSError as exc:
-            raise SandboxError(
-                f"local sandbox {self._root.name}: cannot make its pids cgroup under {hierarchy.parent}: {exc}"
-            ) from exc
+            raise SandboxError(f"local sandbox {self._root.name}: cannot make its cgroup {name}: {exc}") from exc
 
     @property
     def process_cap(self) -> Literal["cgroup", "rlimit", "watchdog"]:
@@ -590,7 +598,14 @@ class LocalSandbox(SupervisedSandbox):
         supervisor's watchdog alone (it samples: a bomb may overshoot before it is swept)."""
         if _nproc_holds(self.layout):
             return "rlimit"
-        return "cgroup" if self._caps else "watchdog"
+        return "cgroup" if any("pids" in cap.caps for cap in self._caps) else "watchdog"
+
+    @property
+    def memory_cap(self) -> Literal["cgroup", "rlimit"]:
+        """What holds this sandbox to `limits.memory_bytes`: a memory cgroup of its own (the
+        total of its processes, as docker's), or else RLIMIT_AS alone (each process by itself:
+        many processes may together take more)."""
+        return "cgroup" if any("memory" in cap.caps for cap in self._caps) else "rlimit"
 
     @staticmethod
     def _checked_workspace(workspace: Path | None) -> Path | None:
@@ -646,6 +661,8 @@ class LocalSandbox(SupervisedSandbox):
             },
             "state": state,
         }
+        if any(cap.oom_counter is not None for cap in self._caps):
+            config["oom_counter"] = OOM_COUNTER_IN_SANDBOX
         if self.layout == "overlay":
             config["overlay"] = {
                 "lower": [f"{LAYERS_IN_SANDBOX}/{i}" for i in range(len(self._layers))],
@@ -715,6 +732,9 @@ class LocalSandbox(SupervisedSandbox):
             # `multi on`: a name listed twice (localhost: IPv4 and IPv6) gives every address.
             args += ["--ro-bind", str(self._root / "hosts"), "/etc/hosts"]
             args += ["--ro-bind", str(self._root / "host.conf"), "/etc/host.conf"]
+        counter = next((cap.oom_counter for cap in self._caps if cap.oom_counter is not None), None)
+        if counter is not None:  # the supervisor reads its out-of-memory kills here (cause "memory")
+            args += ["--ro-bind", str(counter), OOM_COUNTER_IN_SANDBOX]
         args += self._mount_args()
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]

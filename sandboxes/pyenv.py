@@ -85,6 +85,10 @@ IMAGE_PACKAGES = (
 # site-packages, and nothing runs CPython's test suite.
 PREFIX_EXCLUDE = ("lib/python*/site-packages/*", "lib/python*/test", "lib/python*/test/*")
 STEP_TIMEOUT_S = 3600.0
+BUILD_MEMORY_SHARE = 0.75
+"""Of the host's memory, what one environment build may take in all (its sandbox's memory
+cgroup, where the host has one): a build that runs away (astropy 4.0.dev's setup.py restarting
+itself, 650 processes, 18 GB of 24) is killed before the host's other jobs are."""
 LOG_TAIL_LINES = 30
 PARTS = ("python", "system", "setup", "install")
 
@@ -343,6 +347,14 @@ def prepare(
 
 
 # -- local -----------------------------------------------------------------------------------
+def build_memory_bytes() -> int:
+    """The memory an environment build may use: 32 GiB, or `BUILD_MEMORY_SHARE` of a smaller
+    host's memory (the limit is each process's address space, and their total where the
+    sandbox has a memory cgroup)."""
+    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return min(32 << 30, int(physical * BUILD_MEMORY_SHARE))
+
+
 def _prepare_local(
     definition: SandboxDefinition, env: PythonEnv, prefix: Path, workspace: Path | None, log
 ) -> PreparedEnv:
@@ -433,7 +445,9 @@ def _build_local(
             workdir="/opt/home",  # the sandbox's own (throwaway) folder; the workspace is mounted
             network=True,
             env={"TMPDIR": "/opt/build/tmp", "HOME": "/opt/build/tmp"},
-            limits=SandboxLimits(timeout_s=STEP_TIMEOUT_S, memory_bytes=32 << 30, file_bytes=8 << 30, pids=2048),
+            limits=SandboxLimits(
+                timeout_s=STEP_TIMEOUT_S, memory_bytes=build_memory_bytes(), file_bytes=8 << 30, pids=2048
+            ),
             mounts=tuple(mounts),
         )
         log_path = staging / "build" / "build.log"
