@@ -194,6 +194,9 @@ class PythonEnv:
     """Shell steps run with the virtualenv active and the network, in order."""
     install: tuple[str, ...] = ()
     """Shell steps run the same way in the workspace (at the definition's workdir)."""
+    files: tuple[Copy, ...] = ()
+    """Host files the steps read at `target` (e.g. sources a build would download from a host
+    this machine cannot reach): bound read-only into local builds, copied into docker ones."""
 
 
 @dataclass(frozen=True, config=_STRICT)
@@ -267,6 +270,9 @@ def parse_definition(data: Any, source: Path) -> SandboxDefinition:
         copies = _anchor_sources(recipe.copy, "build.copy", source, errors)
         definition = dataclasses.replace(definition, build=dataclasses.replace(recipe, copy=copies))
     definition = dataclasses.replace(definition, mounts=_anchor_sources(definition.mounts, "mounts", source, errors))
+    if definition.python is not None and definition.python.files:
+        files = _anchor_sources(definition.python.files, "python.files", source, errors)
+        definition = dataclasses.replace(definition, python=dataclasses.replace(definition.python, files=files))
     if definition.python is not None and not definition.python.version:
         errors.append("field 'python.version': give a CPython version such as '3.9'")
     if not definition.workdir.startswith("/"):

@@ -10,6 +10,7 @@ A sandbox definition's `python:` section asks for one:
       system_check: locale -a | grep -q en_US   # ... met on a local host where this passes
       setup: [python -m pip install pytest]   # the virtualenv active, with the network
       install: [python -m pip install -e .]   # the same, in the workspace (at workdir)
+      files: [{source: /srv/dl/qhull.tgz, target: /opt/downloads/qhull.tgz}]  # host files the steps read
 
 (`sandboxes.images.PythonEnv`: the section is part of the definition's schema, and this
 module stands above `sandboxes.images`, whose definitions and image builds it uses.)
@@ -267,6 +268,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("AGENTIC_RL_CACHE", Path(tempfile.gettempdir()) / "agentic-rl")) / "envs"
 
 
+def _files_key(files: tuple[Copy, ...]) -> list:
+    """What of `PythonEnv.files` a build's cache key covers: where each goes, its size and
+    modification time (as an image's copied files are hashed), not its bytes; nothing when
+    there are none, so the keys of builds without files stay as they were."""
+    key = []
+    for file in files:
+        st = file.source.stat()
+        key.append((str(file.source), file.target, st.st_size, st.st_mtime_ns))
+    return key
+
+
 def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps([BUILD_FORMAT, *parts], sort_keys=True, default=str).encode()).hexdigest()
 
@@ -390,7 +402,7 @@ def _prepare_local(
     if not env.install:
         venv = Mount(base / "venv", VENV)
         return PreparedEnv(python=prefix, mounts=(*mounts, venv), cached=not built, built=tuple(built))
-    key = _key(base_key, workspace_digest(workspace), env.install, definition.workdir)
+    key = _key(base_key, workspace_digest(workspace), env.install, definition.workdir, *_files_key(env.files))
     installed = cache_dir() / f"ws-{key[:20]}"
     with exclusive_lock(cache_dir() / f"ws-{key[:20]}.lock"):
         if not installed.is_dir():
@@ -435,6 +447,7 @@ def _build_local(
         mounts = [Mount(prefix, str(prefix)), Mount(staging / "venv", VENV, writable=True)]
         mounts.append(Mount(staging / "build", "/opt/build", writable=True))
         mounts += [Mount(path, str(path)) for path in pip.paths]
+        mounts += [Mount(file.source, file.target) for file in env.files]
         if start_from is not None:
             venv, workspace = start_from
             _copy(venv, staging / "venv")
@@ -530,11 +543,11 @@ def _prepare_docker(
         return PreparedEnv(python=prefix, image=env_tag, cached=cached, built=built)
     # 3. The workspace, installed, then given to the sandbox's user.
     workdir = definition.workdir
-    key = _key(env_key, workspace_digest(workspace), env.install, workdir, user)
+    key = _key(env_key, workspace_digest(workspace), env.install, workdir, user, *_files_key(env.files))
     tag = f"agentic-rl/pyenv-ws:{key[:20]}"
     recipe = BuildRecipe(
         base=env_tag,
-        copy=(Copy(workspace, workdir),),
+        copy=(Copy(workspace, workdir), *env.files),
         setup=(*(s for p, _, s in scripts if p == "install"), f"chown -R {user}: {workdir}"),
         user=user,
     )

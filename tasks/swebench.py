@@ -103,7 +103,7 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
         try:
             check_specification(row, row_name)  # what no clone would change, first
             clone = find_clone(Path(repo_cache), row["repo"], row["base_commit"], row_name)
-            sandbox, edits = row_environment(row, clone, row_name)
+            sandbox, edits = row_environment(row, clone, row_name, downloads=Path(repo_cache) / "downloads")
             name = row["repo"].replace("/", "__")
             workspace = checkout_workspace(clone, row["base_commit"], name=name, edits=edits, where=row_name)
         except TaskError as exc:  # the row is reported as unavailable, with why; the rest still run

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 
 from tasks.repos import describe, file_at, has_commit
 from tasks.spec import TaskError
@@ -67,13 +68,17 @@ RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
         ("4.0", ("docutils<0.18",)),
     ),
     "astropy/astropy": (
-        # Astropy before 4.0 builds with astropy-helpers, a git submodule that a one-commit
+        # Astropy before 4.1 builds with astropy-helpers, a git submodule that a one-commit
         # checkout does not have; its setup.py then downloads it from pypi.python.org, which
         # redirects to pypi.org where the harness built its images but is unreachable where
         # only pypi.org is. Installed first, the release of the row's series is found, not
-        # fetched.
+        # fetched. SWE-bench's "3.1" rows are astropy 4.0.dev (setup.cfg), whose setup.py
+        # imports `astropy_helpers.setup_helpers.setup`, which helpers 3.1 lack: with them,
+        # setup.py fails, imports astropy, whose import rebuilds the extensions by running
+        # setup.py again, without end (650 processes, 18 GB, measured). 4.0.1 is also the
+        # release their `ah_bootstrap` (no upper bound) downloaded for the harness.
         ("==1.3", ("astropy-helpers==1.3.*",)),
-        ("==3.1", ("astropy-helpers==3.1.*",)),
+        ("==3.1", ("astropy-helpers==4.0.*",)),
     ),
     "pydata/xarray": (
         # xxhash 4 (2025) refuses str ("Strings must be encoded before hashing"), which iris
@@ -102,18 +107,35 @@ def _version_number(version: object) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", str(version)))
 
 
+def _applies(rule: str | None, version: object) -> bool:
+    """Whether a SWE-bench `version` meets `rule`: None (every version), `==X`, `>=X`, or a
+    bare `X` (below X)."""
+    if rule is None:
+        return True
+    number, bound = _version_number(version), _version_number(rule)
+    if rule.startswith("=="):
+        return number == bound
+    if rule.startswith(">="):
+        return number >= bound
+    return number < bound
+
+
 def drift_pins(repo: str, version: object) -> list[str]:
     """The `RELEASE_DRIFT` pins of `repo` at `version` (a SWE-bench version, `"3.5"`)."""
-    number = _version_number(version)
+    return [pin for rule, packages in RELEASE_DRIFT.get(repo, ()) if _applies(rule, version) for pin in packages]
 
-    def applies(rule: str | None) -> bool:
-        if rule is None:
-            return True
-        if rule.startswith("=="):
-            return number == _version_number(rule)
-        return number < _version_number(rule)
 
-    return [pin for rule, packages in RELEASE_DRIFT.get(repo, ()) if applies(rule) for pin in packages]
+DOWNLOADS_IN_SANDBOX = "/opt/downloads"
+"""Where an environment build sees the downloads folder's files (`PythonEnv.files`)."""
+PREFETCH: dict[str, tuple[tuple[str | None, str, str], ...]] = {
+    # matplotlib 3.3-3.7's setup.py downloads FreeType 2.6.1 from SourceForge or Savannah
+    # (its image tests are drawn with that release) unless build/freetype-2.6.1 is there.
+    "matplotlib/matplotlib": ((">=3.3", "freetype-2.6.1.tar.gz", "build"),),
+}
+"""Files a repository's own build downloads from hosts other than PyPI, by version: (rule as
+in `RELEASE_DRIFT`, the file's name, the workspace folder the build looks in first). Where
+the downloads folder has the file, the install step unpacks it there first; else the build
+downloads it as upstream's does."""
 
 
 REQUIREMENTS_FILE = "/tmp/swebench-requirements.txt"
@@ -154,17 +176,56 @@ def _host_check(step: str) -> str | None:
     checks = []
     for part in _parts(step):
         words = part.split()
+        while words and re.match(r"^\w+=\S*$", words[0]):  # `DEBIAN_FRONTEND=noninteractive apt-get ...`
+            words = words[1:]
         if words[:1] in (["apt-get"], ["apt"]):
             if "install" in words:
                 packages = [w for w in words[words.index("install") + 1 :] if not w.startswith("-")]
                 checks.append(f"dpkg -s {' '.join(packages)} >/dev/null 2>&1")
-            elif "update" not in words:
+            elif "update" not in words and "upgrade" not in words:  # those leave what is needed as it is
                 return None
         elif "locale-gen" in part or "/etc/locale.gen" in part:
             checks.append(LOCALE_CHECK)
         else:
             return None
     return " && ".join(dict.fromkeys(checks)) or "true"
+
+
+_FETCH_PARTS = (
+    r'^\w+=("[^"]*"|\S*)$',  # QHULL_TAR="/tmp/qhull-2020-src-8.0.2.tgz"
+    r"^wget -O \S+ \S+$",
+    r"^mkdir -p \S+$",
+    r"^tar -x\w*f \S+ -C \S+$",
+)
+FETCH_FUNCTION = (
+    '_fetch() { if [ -f "DL/${1##*/}" ]; then cp "DL/${1##*/}" "$2"; else wget -O "$2" "$1"; fi; }'
+).replace("DL", DOWNLOADS_IN_SANDBOX)
+"""`_fetch URL FILE`: the downloads folder's copy of the URL's file, else the URL itself."""
+
+
+def is_workspace_fetch(step: str) -> bool:
+    """A step that only downloads a file into /tmp and unpacks it into the repository
+    (matplotlib's qhull: variables, `wget -O`, `mkdir -p`, `tar -x ... -C`): no root needed."""
+    return all(any(re.match(pattern, part) for pattern in _FETCH_PARTS) for part in _parts(step))
+
+
+def fetch_script(steps: list[str]) -> tuple[str, list[str]]:
+    """(the fetch steps as install-step lines run in the workspace: the harness's /testbed is
+    the workspace, and `wget -O FILE URL` takes the downloads folder's copy of the URL's file
+    when it has one; the URLs' file names)."""
+    names = []
+    lines = [FETCH_FUNCTION]
+    for step in steps:
+        for part in _parts(step):
+            wget = re.match(r"^wget -O (\S+) (\S+)$", part)
+            if wget:
+                lines.append(f"_fetch {wget[2]} {wget[1]}")
+            else:
+                lines.append(part.replace("/testbed", "$PWD"))
+            url = re.match(r'^\w+="?(\w+://[^"]+)"?$', part)
+            if url:
+                names.append(url[1].rsplit("/", 1)[-1])
+    return "\n".join(lines), names
 
 
 # -- packages ---------------------------------------------------------------------------------
@@ -320,9 +381,11 @@ def check_specification(row: dict, where: str) -> dict:
     return specs
 
 
-def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]]:
+def row_environment(row: dict, clone, where: str, downloads: Path | None = None) -> tuple[dict, tuple[str, ...]]:
     """(the row's sandbox definition, with its `python:` section; the repository edits to
-    make in its workspace). Raises `EnvironmentUnmet` naming the part that cannot be met."""
+    make in its workspace). `downloads`: a folder of files builds would fetch from hosts other
+    than PyPI, by file name (`PREFETCH`, the fetch steps' URLs). Raises `EnvironmentUnmet`
+    naming the part that cannot be met."""
     specs = check_specification(row, where)
     packages = specs.get("packages", "")
     setup = [BOOTSTRAP]
@@ -344,10 +407,21 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
     if specs.get("pip_packages"):
         setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in specs["pip_packages"]))
     if drift := drift_pins(row["repo"], row.get("version", "")):
-        setup.append("python -m pip install " + " ".join(shlex.quote(p) for p in drift))
+        # An sdist among them builds with the environment's own setuptools, of its era:
+        # today's has no `pkg_resources`, which astropy-helpers 4.0's setup.py imports.
+        setup.append("python -m pip install --no-build-isolation " + " ".join(shlex.quote(p) for p in drift))
 
     edits = tuple(s for s in specs.get("pre_install", []) if is_repository_edit(s))
     system = [s for s in specs.get("pre_install", []) if not is_repository_edit(s)]
+    # Fetch steps need no root: the install step runs them, unless a step left as a system
+    # step reads a variable they set.
+    fetches = [s for s in system if is_workspace_fetch(s)]
+    assigned = {m[1] for s in fetches for part in _parts(s) if (m := re.match(r"^(\w+)=", part))}
+    rest = [s for s in system if s not in fetches]
+    if not any(re.search(rf"\$\{{?{name}\b", s) for s in rest for name in assigned):
+        system = rest
+    else:
+        fetches = []
     variables = {"TZ": "Etc/UTC"}  # as the harness's base image sets it
     for command in specs.get("eval_commands", []):
         export = re.match(r"^export (\w+)=(.*)$", command.strip())
@@ -360,6 +434,20 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
 
     name = re.sub(r"[^A-Za-z0-9]", "_", row["repo"].split("/")[-1]).upper()
     install_lines = [f"export SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name}={shlex.quote(_pretend_version(row, clone))}"]
+    wanted_files = []
+    if fetches:
+        script, names = fetch_script(fetches)
+        install_lines.append(script)
+        wanted_files += names
+    for rule, file, folder in PREFETCH.get(row["repo"], ()):
+        if _applies(rule, row.get("version", "")) and downloads is not None and (downloads / file).is_file():
+            install_lines.append(f"mkdir -p {folder} && tar -xzf {DOWNLOADS_IN_SANDBOX}/{file} -C {folder}")
+            wanted_files.append(file)
+    files = [
+        {"source": str(downloads / name), "target": f"{DOWNLOADS_IN_SANDBOX}/{name}"}
+        for name in dict.fromkeys(wanted_files)
+        if downloads is not None and (downloads / name).is_file()
+    ]
     if specs.get("install"):
         install_lines.append(specs["install"])
     python = {
@@ -367,6 +455,8 @@ def row_environment(row: dict, clone, where: str) -> tuple[dict, tuple[str, ...]
         "setup": setup,
         "install": ["\n".join(install_lines)] if len(install_lines) > 1 else [],
     }
+    if files:
+        python["files"] = files
     if system:
         python.update(system=system, packages=list(SWEBENCH_BASE_PACKAGES), system_check=system_check)
     definition = {"python": python, "env": variables, "limits": {"memory_bytes": "8G"}}

@@ -131,3 +131,33 @@ def test_local_sandboxes_see_mounts_read_only_unless_writable(tmp_path):
         assert sandbox.exec("touch /root/.pyenv/x/new").exit_code != 0
         assert sandbox.exec("echo hi > /opt/scratch/out").exit_code == 0
     assert (scratch / "out").read_text() == "hi\n"
+
+
+@needs_bwrap
+def test_install_steps_read_python_files_and_a_changed_file_rebuilds(tmp_path, monkeypatch):
+    """`python.files`: host files the steps read (a source a build would download), bound
+    read-only into the local build at their target; the workspace's build is keyed by them."""
+    if not installed_pythons():
+        pytest.skip("pyenv has no CPython here")
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(tmp_path / "envs"))
+    threes = [v for v in installed_pythons() if v.startswith("3.")]
+    if not threes:
+        pytest.skip("pyenv has no CPython 3 here")
+    version = ".".join(max(threes, key=lambda v: tuple(map(int, v.split(".")))).split(".")[:2])
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "dl").mkdir()
+    (tmp_path / "dl" / "src.tgz").write_text("first\n")
+    path = write(
+        tmp_path,
+        f"workspace: ws\npython: {{version: '{version}', install: ['cp /opt/downloads/src.tgz got.txt'],"
+        " files: [{source: dl/src.tgz, target: /opt/downloads/src.tgz}]}\n",
+    )
+    definition = load_definition(path)
+    assert definition.python.files == (Copy(tmp_path / "dl" / "src.tgz", "/opt/downloads/src.tgz"),)
+    first = prepare(definition, "local", log=lambda line: None)
+    assert (first.workspace / "got.txt").read_text() == "first\n" and "workspace" in first.built
+    (tmp_path / "dl" / "src.tgz").write_text("second, longer\n")
+    second = prepare(definition, "local", log=lambda line: None)
+    assert second.workspace != first.workspace and (second.workspace / "got.txt").read_text() == "second, longer\n"
+    with pytest.raises(DefinitionError, match=r"python.files.0.source.*does not exist"):
+        load_definition(write(tmp_path, f"python: {{version: '{version}', files: [{{source: nope, target: /x}}]}}\n"))

@@ -54,3 +54,58 @@ def test_each_specs_recipe_is_made_again_from_the_recorded_reads(spec, monkeypat
     definition, edits = swebench_env.row_environment(row, Path("CACHE"), row["instance_id"])
     assert json.loads(json.dumps(definition)) == recorded["definition"]
     assert list(edits) == recorded["edits"]
+
+
+def _replayed(spec: str, monkeypatch) -> dict:
+    reads = RECIPES[spec]["reads"]
+    monkeypatch.setattr(swebench_env, "file_at", lambda clone, commit, path: reads[f"file {commit} {path}"])
+    monkeypatch.setattr(swebench_env, "has_commit", lambda clone, commit: reads[f"has {commit}"])
+    monkeypatch.setattr(swebench_env, "describe", lambda clone, commit: reads[f"describe {commit}"])
+    return RECIPES[spec]["row"]
+
+
+def test_matplotlib_builds_from_the_downloads_folder_what_it_would_fetch(monkeypatch, tmp_path):
+    """matplotlib's specs download qhull (a pre_install step) and FreeType 2.6.1 (its own
+    setup.py) from hosts other than PyPI: the fetch steps run in the install step, which takes
+    the downloads folder's copy of a URL's file, and FreeType is unpacked where setup.py looks
+    first. Only the apt step is left a system step, met on a host that has the packages."""
+    row = _replayed("matplotlib/matplotlib 3.7", monkeypatch)
+    for name in ("qhull-2020-src-8.0.2.tgz", "freetype-2.6.1.tar.gz"):
+        (tmp_path / name).write_bytes(b"x")
+    definition, _ = swebench_env.row_environment(row, Path("CACHE"), row["instance_id"], downloads=tmp_path)
+    python = definition["python"]
+    assert python["files"] == [
+        {"source": str(tmp_path / "qhull-2020-src-8.0.2.tgz"), "target": "/opt/downloads/qhull-2020-src-8.0.2.tgz"},
+        {"source": str(tmp_path / "freetype-2.6.1.tar.gz"), "target": "/opt/downloads/freetype-2.6.1.tar.gz"},
+    ]
+    assert [s.split(" && ")[-1].split()[:4] for s in python["system"]] == [
+        ["DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y"]
+    ]
+    assert python["system_check"].startswith("dpkg -s imagemagick ffmpeg texlive ")
+    install = python["install"][0].splitlines()
+    assert install[1:] == [
+        swebench_env.FETCH_FUNCTION,
+        'QHULL_URL="http://www.qhull.org/download/qhull-2020-src-8.0.2.tgz"',
+        'QHULL_TAR="/tmp/qhull-2020-src-8.0.2.tgz"',
+        'QHULL_BUILD_DIR="$PWD/build"',
+        '_fetch "$QHULL_URL" "$QHULL_TAR"',
+        'mkdir -p "$QHULL_BUILD_DIR"',
+        'tar -xvzf "$QHULL_TAR" -C "$QHULL_BUILD_DIR"',
+        "mkdir -p build && tar -xzf /opt/downloads/freetype-2.6.1.tar.gz -C build",
+        "python -m pip install -e .",
+    ]
+    # Without the files, the steps fetch as upstream's do, and nothing is bound in.
+    bare, _ = swebench_env.row_environment(row, Path("CACHE"), row["instance_id"], downloads=tmp_path / "none")
+    assert "files" not in bare["python"] and "freetype" not in bare["python"]["install"][0]
+    # matplotlib 3.0 builds on the system's FreeType (libfreetype6-dev): nothing to unpack.
+    old = _replayed("matplotlib/matplotlib 3.0", monkeypatch)
+    definition, _ = swebench_env.row_environment(old, Path("CACHE"), old["instance_id"], downloads=tmp_path)
+    assert [f["target"] for f in definition["python"]["files"]] == ["/opt/downloads/qhull-2020-src-8.0.2.tgz"]
+
+
+def test_host_checks_read_apt_steps_as_the_harness_writes_them():
+    step = "apt-get -y update && apt-get -y upgrade && DEBIAN_FRONTEND=noninteractive apt-get install -y a b"
+    assert swebench_env._host_check(step) == "dpkg -s a b >/dev/null 2>&1"
+    assert swebench_env._host_check("apt-get -y dist-upgrade && apt-get remove x") is None
+    assert swebench_env._host_check("curl -O http://x/y") is None
+    assert swebench_env.is_workspace_fetch('wget -O "$T" "$U"') and not swebench_env.is_workspace_fetch("wget $U | sh")
