@@ -21,7 +21,7 @@ WORKERS ?= 1
 ARGS ?=
 
 .PHONY: setup test test-fast test-realrows lint train-swe train-swe-quick eval-swe verify-verified bench gpu-check clean
-.PHONY: sandbox-image reap openhands-venv harbor-venv
+.PHONY: sandbox-image reap openhands-venv harbor-venv swebench-downloads
 
 setup: $(STAMP)
 
@@ -93,6 +93,12 @@ eval-swe: setup
 # Resumable (the same command goes on after Ctrl-C or a crash); each row's own environment
 # copy is deleted after its verdict (--prune: the specs' shared ones stay); VERIFIED= a rows .jsonl
 # (default: the hub's dataset), SANDBOX=docker, SHARD=2/4 for the second of four slices.
+# Files SWE-bench builds fetch from hosts other than PyPI (matplotlib's qhull, FreeType,
+# jQuery UI), into $SWE_REPO_CACHE/downloads, for machines that cannot reach those hosts.
+swebench-downloads: setup
+	@test -n "$$SWE_REPO_CACHE" || { echo "SWE_REPO_CACHE is not set: e.g. SWE_REPO_CACHE=~/swe-repos make swebench-downloads"; exit 2; }
+	$(PY) -m tasks.swebench_downloads "$$SWE_REPO_CACHE/downloads" $(ARGS)
+
 VERIFIED ?= verified
 VERIFY_OUT ?= runs/verify-verified
 SANDBOX ?= local

@@ -130,7 +130,12 @@ DOWNLOADS_IN_SANDBOX = "/opt/downloads"
 PREFETCH: dict[str, tuple[tuple[str | None, str, str], ...]] = {
     # matplotlib 3.3-3.7's setup.py downloads FreeType 2.6.1 from SourceForge or Savannah
     # (its image tests are drawn with that release) unless build/freetype-2.6.1 is there.
-    "matplotlib/matplotlib": ((">=3.3", "freetype-2.6.1.tar.gz", "build"),),
+    # Before 3.2 (Verified's 3.0 and 3.1 rows), `setup.py develop` also downloads jQuery UI
+    # 1.12.1 from jqueryui.com for the WebAgg backend, and fails without it.
+    "matplotlib/matplotlib": (
+        (">=3.3", "freetype-2.6.1.tar.gz", "build"),
+        ("3.2", "jquery-ui-1.12.1.tar.gz", "lib/matplotlib/backends/web_backend"),
+    ),
 }
 """Files a repository's own build downloads from hosts other than PyPI, by version: (rule as
 in `RELEASE_DRIFT`, the file's name, the workspace folder the build looks in first). Where
