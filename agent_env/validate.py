@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Literal
 
 from agent_env.environments import prepare_environments
-from agent_env.grading import GradeResult, GradingError, grade_patch, missing_modules, network_failure, sandbox_spec_for
+from agent_env.grading import (
+    GradeResult,
+    GradingError,
+    failure_cause,
+    grade_patch,
+    missing_modules,
+    network_failure,
+    sandbox_spec_for,
+)
 from agent_env.oracle import oracle_patch
 from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
@@ -164,7 +172,10 @@ def judge(
         problems.append(_not_applied(gold.log, task.gold_patch))
     elif not gold.resolved and (failing or missing or gold.problems):
         lists = [f"failing: {', '.join(failing)}"] * bool(failing) + [f"missing: {', '.join(missing)}"] * bool(missing)
-        problems.append(f"gold patch does not resolve it ({'; '.join(gold.problems) or '; '.join(lists)})")
+        # The cause first, in one line: what the first failing test failed with.
+        cause = next((c for t in failing if (c := failure_cause(gold.log, t))), None)
+        said = f": {failing[0]} fails with `{cause}`" if cause and not gold.problems else ""
+        problems.append(f"gold patch does not resolve it{said} ({'; '.join(gold.problems) or '; '.join(lists)})")
     if gold.dropped:
         problems.append(
             "the gold patch changes protected paths, which never reach the grader: "

@@ -9,7 +9,14 @@
 """
 
 from agent_env.grading.applying import protection_rule
-from agent_env.grading.logs import failure_reports, failure_text, missing_modules, network_error, network_failure
+from agent_env.grading.logs import (
+    failure_cause,
+    failure_reports,
+    failure_text,
+    missing_modules,
+    network_error,
+    network_failure,
+)
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import sandbox_spec_for
 from agent_env.grading.verdict import MAX_PATCH_BYTES, describe, grade_patch
@@ -19,6 +26,7 @@ __all__ = [
     "GradeResult",
     "GradingError",
     "describe",
+    "failure_cause",
     "failure_reports",
     "failure_text",
     "grade_patch",

@@ -133,6 +133,23 @@ def network_failure(log: str, statuses: dict[str, str], required: list[str] | tu
     return None
 
 
+_PYTEST_ERROR = re.compile(r"^E\s+(\S.*)$")
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Warning|Failure|Exit))\b:? ?(.*)$")
+MAX_CAUSE = 200
+
+
+def failure_cause(log: str, test: str) -> str | None:
+    """What `test` failed with, in one line, from its failure report in `log`: pytest's first
+    `E   ` line (the exception and its message), else the last `SomeError: message` line of a
+    unittest or Django traceback; None when the log has no report for it."""
+    text = _ANSI.sub("", failure_text(log, test))
+    for line in text.splitlines():
+        if match := _PYTEST_ERROR.match(line):
+            return match[1].strip()[:MAX_CAUSE]
+    causes = [m[0].strip() for line in text.splitlines() if (m := _EXCEPTION_LINE.match(line.strip()))]
+    return causes[-1][:MAX_CAUSE] if causes else None
+
+
 _SKIPPED_FOR_IMPORT = re.compile(r"^SKIPPED \[\d+\] ([^\s:]+):\d+: could not import '([\w.]+)'", re.M)
 
 

@@ -99,7 +99,7 @@ def test_gits_refusals_become_one_line_with_the_files():
 
 # -- the verdict from two grades (no sandbox): `judge` ----------------------------------------
 
-from agent_env.grading import GradeResult  # noqa: E402
+from agent_env.grading import GradeResult, failure_cause  # noqa: E402
 from tests.agent_env.test_network_failure import GET, NAME_RESOLUTION, PROXY, pytest_log  # noqa: E402
 
 ROW_GRADING = GradingSpec(test_command="pytest -rA", log_parser="swebench", fail_to_pass=["t.py::a", "t.py::b"],
@@ -209,6 +209,38 @@ def test_a_failing_row_lists_failed_and_missing_tests_apart():
     assert result.status == "failed"
     assert result.failed_tests == (("t.py::b", "ERROR"),) and result.missing_tests == ("t.py::c",)
     assert result.problems == ("gold patch does not resolve it (failing: t.py::b; missing: t.py::c)",)
+
+
+def test_a_failing_row_says_first_what_its_first_failing_test_failed_with():
+    """The cause in one line, before the lists (astropy__astropy-13033's shape: a leap-second
+    table that expired since the harness ran, which its conftest makes an error)."""
+    log = (
+        "=================================== FAILURES ===================================\n"
+        "___________________________________ test_b ___________________________________\n"
+        ">       tsf = ts.fold(period=3.2 * u.s)\n"
+        "E       astropy.utils.iers.iers.IERSStaleWarning: leap-second file is expired.\n"
+        "E       during handling, another exception\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED t.py::b - astropy.utils.iers.iers.IERSStaleWarning: leap-second file is expired.\n"
+    )
+    gold = _grade({"t.py::a": "PASSED", "t.py::b": "FAILED", "t.py::c": "PASSED"}, log)
+    result = judge(ROW, gold, EMPTY_ONE_PASSES, seconds=1.0)
+    assert result.problems == (
+        "gold patch does not resolve it: t.py::b fails with `astropy.utils.iers.iers.IERSStaleWarning: leap-second "
+        "file is expired.` (failing: t.py::b)",
+    )
+    # Django's and unittest's reports: the traceback's last exception line.
+    django = (
+        "======================================================================\n"
+        "FAIL: test_b (t.Tests)\n"
+        "----------------------------------------------------------------------\n"
+        "Traceback (most recent call last):\n"
+        '  File "t.py", line 3, in test_b\n'
+        "    self.assertEqual(1, 2)\n"
+        "AssertionError: 1 != 2\n"
+    )
+    assert failure_cause(django, "test_b (t.Tests)") == "AssertionError: 1 != 2"
+    assert failure_cause(django, "test_other (t.Tests)") is None
 
 
 def test_a_runner_that_reports_no_test_is_one_cause_not_a_list_of_missing_ids():
