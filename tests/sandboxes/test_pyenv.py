@@ -161,3 +161,22 @@ def test_install_steps_read_python_files_and_a_changed_file_rebuilds(tmp_path, m
     assert second.workspace != first.workspace and (second.workspace / "got.txt").read_text() == "second, longer\n"
     with pytest.raises(DefinitionError, match=r"python.files.0.source.*does not exist"):
         load_definition(write(tmp_path, f"python: {{version: '{version}', files: [{{source: nope, target: /x}}]}}\n"))
+
+
+@pytest.mark.docker
+def test_docker_builds_copy_python_files_in_for_the_install_steps(tmp_path):
+    threes = [v for v in installed_pythons() if v.startswith("3.")]
+    if not threes:
+        pytest.skip("pyenv has no CPython 3 here")
+    version = ".".join(max(threes, key=lambda v: tuple(map(int, v.split(".")))).split(".")[:2])
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "dl").mkdir()
+    (tmp_path / "dl" / "src.tgz").write_text(f"from the host {tmp_path.name}\n")
+    path = write(
+        tmp_path,
+        f"workspace: ws\npython: {{version: '{version}', install: ['cp /opt/downloads/src.tgz got.txt'],"
+        " files: [{source: dl/src.tgz, target: /opt/downloads/src.tgz}]}\n",
+    )
+    prepared = prepare(load_definition(path), "docker", log=lambda line: None)
+    with make_sandbox(SandboxSpec(image=prepared.image), "docker") as sandbox:
+        assert sandbox.exec("cat got.txt").output == f"from the host {tmp_path.name}\n"
