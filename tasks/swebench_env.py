@@ -37,6 +37,7 @@ when run, are found when the environment is built (`sandboxes.pyenv.EnvironmentB
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from pathlib import Path
@@ -314,7 +315,9 @@ def requirements(row: dict, clone, where: str) -> tuple[str, str]:
     for line in text.split("\n"):
         if line.strip().startswith("-r"):
             name = line.strip()[len("-r") :].strip()
-            extra = file_at(clone, commit, f"{directory}/{name}" if directory else name)
+            # `-r ../testing/all.txt` (matplotlib's dev requirements): git reads no `..`; the
+            # harness's HTTP client resolved it as a URL path.
+            extra = file_at(clone, commit, posixpath.normpath(f"{directory}/{name}" if directory else name))
             included += [x for x in (extra or "").split("\n") if not x.strip().startswith(excluded)]
         elif not line.strip().startswith(excluded):
             own.append(line)

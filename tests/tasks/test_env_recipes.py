@@ -109,3 +109,11 @@ def test_host_checks_read_apt_steps_as_the_harness_writes_them():
     assert swebench_env._host_check("apt-get -y dist-upgrade && apt-get remove x") is None
     assert swebench_env._host_check("curl -O http://x/y") is None
     assert swebench_env.is_workspace_fetch('wget -O "$T" "$U"') and not swebench_env.is_workspace_fetch("wget $U | sh")
+
+
+def test_requirements_included_through_a_parent_folder_are_read():
+    """matplotlib 3.4's requirements/dev/dev-requirements.txt includes `-r ../testing/extra.txt`
+    (pandas: test_boxplot_dates_pandas, a PASS_TO_PASS of matplotlib__matplotlib-20826); git
+    reads no `..` in a path, so it is resolved first, as the harness's HTTP client did."""
+    setup = RECIPES["matplotlib/matplotlib 3.4"]["definition"]["python"]["setup"][1]
+    assert "\npandas!=0.25.0\n" in setup and "\npytest-xdist\n" in setup
