@@ -267,6 +267,7 @@ CONDA_TO_PIP: dict[str, str | None] = {
     "wxpython": None,  # no manylinux wheels
     "cdms2": None,  # conda-forge only
     "gtk4": None,  # the GTK library (matplotlib's GTK4 backend tests skip without it)
+    "gtk3": None,  # the same for GTK 3 (matplotlib 3.5's environment.yml)
     "pynio": None,  # conda-forge only
     "graphviz": "",  # the program (sphinx rows install it with apt)
     "tk": "",
