@@ -87,6 +87,12 @@ RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
         # pydata__xarray-3305); the harness's images (2024) had xxhash 3.
         (None, ("xxhash<4",)),
     ),
+    "matplotlib/matplotlib": (
+        # setuptools-scm 10 (2025) warns that matplotlib's `release-branch-semver` scheme was
+        # renamed; matplotlib asks for its version at import in a git checkout, and its tests
+        # make warnings errors (21568: every test failed). The harness's images had 8.x.
+        (None, ("setuptools-scm<10",)),
+    ),
     "pylint-dev/pylint": (
         # pylint-dev__pylint-4661's fix imports appdirs (it adds it to setup.cfg, which the
         # installed environment never reads again). The harness's 2.10 image had it: the
