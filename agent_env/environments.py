@@ -102,12 +102,22 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
     from sandboxes import pyenv
     from sandboxes.images import parse_definition  # lazy: yaml parsing and more
 
+    gone = (
+        f"its workspace {task.workspace} is gone (deleted after the task was loaded: another run with "
+        "--prune sharing the cache?); run the same command again, which makes it anew"
+    )
+    if task.workspace is not None and not Path(task.workspace).is_dir():
+        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + gone), "workspace", ()
     try:
         definition = parse_definition(task.sandbox, Path(task.source or "task.yaml"))
         prepared = pyenv.prepare(definition, backend, workspace=prepare_workspace(task), log=log)
     except (SandboxError, TaskError) as exc:
         part = getattr(exc, "part", "")
         return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc)), part or "definition", ()
+    except FileNotFoundError:
+        if task.workspace is None or Path(task.workspace).is_dir():
+            raise  # a bug, not a vanished workspace
+        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + gone), "workspace", ()
     sandbox = {k: v for k, v in task.sandbox.items() if k not in ("python", "build")}
     if prepared.image:
         sandbox["image"] = prepared.image

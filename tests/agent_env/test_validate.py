@@ -252,3 +252,23 @@ def test_a_runner_that_reports_no_test_is_one_cause_not_a_list_of_missing_ids():
         "the test command reported no test at all, so none of the 3 required tests can be found (the runner "
         "crashed or collected nothing; its last line: E   ModuleNotFoundError: No module named 'py')"
     )
+
+
+def test_a_task_whose_workspace_vanished_is_unavailable_with_why_not_a_crash(tmp_path):
+    """Runs that share a cache prune each other's finished workspaces; one deleted after a
+    task was loaded made a validation of all matplotlib rows end in a FileNotFoundError
+    traceback (2026-12-06). Now that task alone is n/a, saying what to do."""
+    from agent_env import prepare_environment
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    task = Task(
+        id="org__repo-2", problem_statement="p", grading=ROW_GRADING, repo="org/repo", gold_patch="x",
+        workspace=workspace, sandbox={"python": {"version": "3.11"}},
+    )  # fmt: skip
+    workspace.rmdir()
+    prepared = prepare_environment(task, "local")
+    assert prepared.unavailable == (
+        f"environment cannot be built here: its workspace {workspace} is gone (deleted after the task was loaded: "
+        "another run with --prune sharing the cache?); run the same command again, which makes it anew"
+    )
