@@ -133,17 +133,20 @@ def test_local_sandboxes_see_mounts_read_only_unless_writable(tmp_path):
     assert (scratch / "out").read_text() == "hi\n"
 
 
+def _newest_python3() -> str:
+    """The newest CPython 3 pyenv has here, as `3.X`; the test is skipped without one."""
+    threes = [v for v in installed_pythons() if v.startswith("3.")]
+    if not threes:
+        pytest.skip("pyenv has no CPython 3 here")
+    return ".".join(max(threes, key=lambda v: tuple(map(int, v.split(".")))).split(".")[:2])
+
+
 @needs_bwrap
 def test_install_steps_read_python_files_and_a_changed_file_rebuilds(tmp_path, monkeypatch):
     """`python.files`: host files the steps read (a source a build would download), bound
     read-only into the local build at their target; the workspace's build is keyed by them."""
-    if not installed_pythons():
-        pytest.skip("pyenv has no CPython here")
     monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(tmp_path / "envs"))
-    threes = [v for v in installed_pythons() if v.startswith("3.")]
-    if not threes:
-        pytest.skip("pyenv has no CPython 3 here")
-    version = ".".join(max(threes, key=lambda v: tuple(map(int, v.split(".")))).split(".")[:2])
+    version = _newest_python3()
     (tmp_path / "ws").mkdir()
     (tmp_path / "dl").mkdir()
     (tmp_path / "dl" / "src.tgz").write_text("first\n")
@@ -165,10 +168,7 @@ def test_install_steps_read_python_files_and_a_changed_file_rebuilds(tmp_path, m
 
 @pytest.mark.docker
 def test_docker_builds_copy_python_files_in_for_the_install_steps(tmp_path):
-    threes = [v for v in installed_pythons() if v.startswith("3.")]
-    if not threes:
-        pytest.skip("pyenv has no CPython 3 here")
-    version = ".".join(max(threes, key=lambda v: tuple(map(int, v.split(".")))).split(".")[:2])
+    version = _newest_python3()
     (tmp_path / "ws").mkdir()
     (tmp_path / "dl").mkdir()
     (tmp_path / "dl" / "src.tgz").write_text(f"from the host {tmp_path.name}\n")
