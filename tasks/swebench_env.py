@@ -22,17 +22,26 @@ a `python:` section (`sandboxes.pyenv`), which either backend builds:
 - install: the spec's `install` command in the workspace, with setuptools-scm told the
   version `git describe` gives in the clone (a one-commit workspace has no tags);
 - `pre_install` steps that only edit repository files (`sed -i ... tox.ini`) are applied
-  to the workspace itself (as the harness commits them); the others (apt-get, locale-gen,
-  downloads) and the system part of `eval_commands` are `system` steps: root in a docker
-  image, where the harness's base image packages are installed first; the local backend
-  takes them as met only where the host already has what they make (e.g. the en_US.UTF-8
-  locale, or the apt packages), else refuses the row;
+  to the workspace itself (as the harness commits them); steps that only download a file
+  and unpack it into the repository (matplotlib's qhull) run in the install step, taking the
+  repository cache's `downloads/` copy of the file where there is one (`fetch_script`), as
+  the files a repository's own build downloads are unpacked where it looks first
+  (`PREFETCH`); the others (apt-get, locale-gen) and the system part of `eval_commands` are
+  `system` steps: root in a docker image, where the harness's base image packages are
+  installed first; the local backend takes them as met only where the host already has what
+  they make (e.g. the en_US.UTF-8 locale, or the apt packages), else refuses the row;
 - `export` lines of `eval_commands` become the sandbox's environment variables.
 
 What cannot be met this way raises `EnvironmentUnmet` with the part that fails: no
 specification for the repo/version, a requirements or environment file missing from the
 clone. A Python version pyenv lacks, and steps that fail
 when run, are found when the environment is built (`sandboxes.pyenv.EnvironmentBuildError`).
+
+Over 450 lines on purpose: one translation, whole: the harness's specification of a row
+into a sandbox definition. Its shell steps (edits, fetches, system steps), its packages
+(requirements files, conda's environment files as pip's, the drift pins) and the files its
+build downloads are read from the same row, spec and clone, and the recorded recipes
+(tests/fixtures/verified_env_recipes.json) check them together.
 """
 
 from __future__ import annotations
