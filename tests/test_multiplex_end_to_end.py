@@ -129,7 +129,9 @@ PLANNED_STEPS = 5
 
 @needs_bwrap
 def test_the_planner_profiles_slow_episodes_and_gives_rollout_the_learners_spare_unit(tmp_path: Path, ray_cluster):
-    """The planner on a real run: 3 profiled steps of episodes whose tests sleep 8 s, then the
+    """Over 60 s on a loaded 2-core machine (66 s in a full suite at load 7-27, 2026-12-06), since
+    its episodes' tests sleep 8 s each for 3 profiled steps and more after the switch.
+    The planner on a real run: 3 profiled steps of episodes whose tests sleep 8 s, then the
     fitted time model's split, reached by real switches. Rollout is the bottleneck by far
     (2 units x 2 slots make 4 episodes per ~9 s where a one-rank learner step on them takes
     a second or two, 5 under load), so the plan moves the learner's spare unit to rollout:
