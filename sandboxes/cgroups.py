@@ -5,7 +5,7 @@ The local backend's other caps leave holes. RLIMIT_NPROC is ignored for host uid
 supervisor's watchdog is a sampler: on a loaded host it can be starved for seconds while a
 bomb grows to the host's own limit (CI, stop 47: a held bomb in the "copy" layout, run as
 root, reached 32,405 processes before the watchdog's first look, and the sweep took 3.7 s
-more). RLIMIT_AS caps each process, not their sum: 600 processes under it took 18 GB of a
+more). RLIMIT_AS caps each process, not their sum: 650 processes under it took 18 GB of a
 24 GB host (a SWE-bench environment build whose setup.py restarted itself without end,
 2026-12-06), and 8 of an agent's commands holding 96 MB each pass a 256 MB limit
 (`conformance.attack_memory_split`). A cgroup is what docker uses (`PidsLimit`, `Memory`):

@@ -170,7 +170,7 @@ def test_a_held_bomb_is_refused_by_the_kernel_in_the_sandboxes_own_cgroup(worksp
 @needs_memory_cgroups
 @pytest.mark.parametrize("layout", ["overlay", "copy"])
 def test_the_sandboxes_memory_is_capped_in_all_by_a_cgroup_of_its_own(workspace, layout):
-    """RLIMIT_AS caps each process, not their sum: 600 processes of a runaway environment
+    """RLIMIT_AS caps each process, not their sum: 650 processes of a runaway environment
     build took 18 GB of this 24 GB host. A memory cgroup of the sandbox's own holds the total,
     read from the host: its limit is `memory_bytes`, the kernel's out-of-memory killer ends
     what passes it (the cause the supervisor reports), and the cgroup goes with the sandbox."""
