@@ -102,12 +102,8 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
     from sandboxes import pyenv
     from sandboxes.images import parse_definition  # lazy: yaml parsing and more
 
-    gone = (
-        f"its workspace {task.workspace} is gone (deleted after the task was loaded: another run with "
-        "--prune sharing the cache?); run the same command again, which makes it anew"
-    )
-    if task.workspace is not None and not Path(task.workspace).is_dir():
-        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + gone), "workspace", ()
+    if _workspace_gone(task):
+        return _gone(task), "workspace", ()
     try:
         definition = parse_definition(task.sandbox, Path(task.source or "task.yaml"))
         prepared = pyenv.prepare(definition, backend, workspace=prepare_workspace(task), log=log)
@@ -115,9 +111,9 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
         part = getattr(exc, "part", "")
         return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + str(exc)), part or "definition", ()
     except FileNotFoundError:
-        if task.workspace is None or Path(task.workspace).is_dir():
+        if not _workspace_gone(task):
             raise  # a bug, not a vanished workspace
-        return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + gone), "workspace", ()
+        return _gone(task), "workspace", ()
     sandbox = {k: v for k, v in task.sandbox.items() if k not in ("python", "build")}
     if prepared.image:
         sandbox["image"] = prepared.image
@@ -132,6 +128,19 @@ def _prepare(task: Task, backend: str, log: Callable[[str], None] | None) -> tup
     # install left in it (build outputs, compiled extensions).
     task = dataclasses.replace(task, sandbox=sandbox, workspace=prepared.workspace, workspace_is_repo=True)
     return task, "", prepared.built
+
+
+def _workspace_gone(task: Task) -> bool:
+    return task.workspace is not None and not Path(task.workspace).is_dir()
+
+
+def _gone(task: Task) -> Task:
+    """`task`, unavailable because its workspace vanished after it was loaded."""
+    why = (
+        f"its workspace {task.workspace} is gone (deleted after the task was loaded: another run with "
+        "--prune sharing the cache?); run the same command again, which makes it anew"
+    )
+    return dataclasses.replace(task, unavailable=UNAVAILABLE_PREFIX + why)
 
 
 def _prepare_dockerfile(

@@ -104,22 +104,25 @@ def available(controller: str = "pids") -> Hierarchy | None:
     return hierarchy
 
 
-def _limit_files(hierarchy: Hierarchy, pids: int | None, memory: int | None) -> list[tuple[str, str]]:
-    """(file, value) pairs that set the caps asked of a cgroup in `hierarchy`, in order."""
+def _limit_files(hierarchy: Hierarchy, pids: int | None, memory: int | None) -> list[tuple[str, str, bool]]:
+    """(file, value, required) triples that set the caps asked of a cgroup in `hierarchy`, in
+    order; a file not required is skipped where the host lacks it (swap not accounted: no swap
+    to turn off)."""
     files = []
     if pids is not None:
-        files.append(("pids.max", str(pids + 1)))  # + bubblewrap's own process
+        files.append(("pids.max", str(pids + 1), True))  # + bubblewrap's own process
     if memory is not None:
         if hierarchy.version == 2:
-            files += [("memory.max", str(memory)), ("memory.swap.max", "0")]
-        else:  # memsw (memory + swap) exists where swap is accounted; it may not be below the limit
-            files += [("memory.limit_in_bytes", str(memory)), ("memory.memsw.limit_in_bytes", str(memory))]
+            files += [("memory.max", str(memory), True), ("memory.swap.max", "0", False)]
+        else:  # memsw (memory + swap) may not be below the limit: set after it
+            files += [("memory.limit_in_bytes", str(memory), True), ("memory.memsw.limit_in_bytes", str(memory), False)]
     return files
 
 
 class SandboxCgroup:
     """One sandbox's cgroups (one in each hierarchy its controllers are on): made with their
-    caps, a process started inside, removed when emptied."""
+    caps, a process started inside, removed when emptied. A controller with no hierarchy
+    here (`available` is None) is left out: `caps` says which hold."""
 
     def __init__(self, name: str, pids: int | None = None, memory: int | None = None) -> None:
         wanted: dict[Hierarchy, dict[str, int | None]] = {}
@@ -129,20 +132,20 @@ class SandboxCgroup:
                 wanted.setdefault(hierarchy, {"pids": None, "memory": None})[controller] = value
         self.paths: list[Path] = []
         self._pids: Path | None = None
-        self._memory: Path | None = None
+        self.oom_counter: Path | None = None
+        """The file whose `oom_kill` line counts this sandbox's out-of-memory kills."""
         try:
             for hierarchy, caps in wanted.items():
                 path = hierarchy.parent / name
                 path.mkdir()
                 self.paths.append(path)
-                for file, value in _limit_files(hierarchy, caps["pids"], caps["memory"]):
-                    if file in ("memory.memsw.limit_in_bytes", "memory.swap.max") and not (path / file).exists():
-                        continue  # no swap accounting on this host: nothing to turn off
-                    (path / file).write_text(value)
+                for file, value, required in _limit_files(hierarchy, caps["pids"], caps["memory"]):
+                    if required or (path / file).exists():
+                        (path / file).write_text(value)
                 if caps["pids"] is not None:
                     self._pids = path
                 if caps["memory"] is not None:
-                    self._memory = path
+                    self.oom_counter = path / ("memory.events" if hierarchy.version == 2 else "memory.oom_control")
         except OSError:
             for path in self.paths:
                 with contextlib.suppress(OSError):
@@ -152,16 +155,15 @@ class SandboxCgroup:
     @property
     def caps(self) -> tuple[str, ...]:
         """The controllers this sandbox is capped by: "pids", "memory"."""
-        return tuple(c for c, path in (("pids", self._pids), ("memory", self._memory)) if path is not None)
+        return tuple(c for c, held in (("pids", self._pids), ("memory", self.oom_counter)) if held is not None)
 
     def wrap(self, command: list[str]) -> list[str]:
-        """`command`, started inside these cgroups: a shell moves itself in, then execs it
-        (same pid), so nothing the command forks is ever born outside. Moving a started
-        process in instead would leave out what it forked first (the supervisor starts its
-        shell before it reports ready)."""
-        moves = " && ".join(f'echo $$ > "${i}"' for i in range(len(self.paths)))
-        shift = len(self.paths)
-        script = f'{moves} && shift {shift - 1} && exec "$@"' if shift > 1 else f'{moves} && exec "$@"'
+        """`command`, started inside these cgroups: a shell moves itself into each (the
+        cgroup.procs files are $0, $1, ...), then execs it (same pid), so nothing the command
+        forks is ever born outside. Moving a started process in instead would leave out what
+        it forked first (the supervisor starts its shell before it reports ready)."""
+        moves = [f'echo $$ > "${i}"' for i in range(len(self.paths))]
+        script = " && ".join([*moves, f"shift {len(self.paths) - 1}", 'exec "$@"'])
         return ["/bin/sh", "-c", script, *(str(p / "cgroup.procs") for p in self.paths), *command]
 
     def refused(self) -> int:
@@ -169,14 +171,6 @@ class SandboxCgroup:
         if self._pids is None:
             return 0
         return _counter(self._pids / "pids.events", "max") or 0
-
-    @property
-    def oom_counter(self) -> Path | None:
-        """The file whose `oom_kill` line counts this sandbox's out-of-memory kills."""
-        if self._memory is None:
-            return None
-        events = self._memory / "memory.events"  # v2
-        return events if events.exists() else self._memory / "memory.oom_control"
 
     def oom_kills(self) -> int:
         """How many of the sandbox's processes the kernel killed for its memory cap."""

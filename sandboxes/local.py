@@ -578,18 +578,13 @@ class LocalSandbox(SupervisedSandbox):
         into a cgroup waits for an RCU grace period (+9 ms on a 30-40 ms start here, v1): the
         price of a kernel cap on memory, which nothing else gives the local backend."""
         pids = None if _nproc_holds(self.layout) else self.spec.limits.pids
-        memory = self.spec.limits.memory_bytes
-        if pids is not None and cgroups.available("pids") is None:
-            pids = None
-        if memory is not None and cgroups.available("memory") is None:
-            memory = None
-        if pids is None and memory is None:
-            return
         name = f"{reaper.owner_tag()}.{self._root.name}"
         try:
-            self._caps.append(cgroups.SandboxCgroup(name, pids=pids, memory=memory))
+            cap = cgroups.SandboxCgroup(name, pids=pids, memory=self.spec.limits.memory_bytes)
         except OSError as exc:
             raise SandboxError(f"local sandbox {self._root.name}: cannot make its cgroup {name}: {exc}") from exc
+        if cap.caps:  # none where this host lets us make no cgroup
+            self._caps.append(cap)
 
     @property
     def process_cap(self) -> Literal["cgroup", "rlimit", "watchdog"]:
@@ -606,6 +601,10 @@ class LocalSandbox(SupervisedSandbox):
         total of its processes, as docker's), or else RLIMIT_AS alone (each process by itself:
         many processes may together take more)."""
         return "cgroup" if any("memory" in cap.caps for cap in self._caps) else "rlimit"
+
+    def _oom_counter(self) -> Path | None:
+        """The host file counting this sandbox's out-of-memory kills (its memory cgroup's)."""
+        return next((cap.oom_counter for cap in self._caps if cap.oom_counter is not None), None)
 
     @staticmethod
     def _checked_workspace(workspace: Path | None) -> Path | None:
@@ -661,7 +660,7 @@ class LocalSandbox(SupervisedSandbox):
             },
             "state": state,
         }
-        if any(cap.oom_counter is not None for cap in self._caps):
+        if self._oom_counter() is not None:
             config["oom_counter"] = OOM_COUNTER_IN_SANDBOX
         if self.layout == "overlay":
             config["overlay"] = {
@@ -732,8 +731,7 @@ class LocalSandbox(SupervisedSandbox):
             # `multi on`: a name listed twice (localhost: IPv4 and IPv6) gives every address.
             args += ["--ro-bind", str(self._root / "hosts"), "/etc/hosts"]
             args += ["--ro-bind", str(self._root / "host.conf"), "/etc/host.conf"]
-        counter = next((cap.oom_counter for cap in self._caps if cap.oom_counter is not None), None)
-        if counter is not None:  # the supervisor reads its out-of-memory kills here (cause "memory")
+        if (counter := self._oom_counter()) is not None:  # the supervisor reads its kills here (cause "memory")
             args += ["--ro-bind", str(counter), OOM_COUNTER_IN_SANDBOX]
         args += self._mount_args()
         if info_fd is not None:

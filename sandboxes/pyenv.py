@@ -69,7 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxes.base import DEFAULT_IMAGE, Mount, SandboxError, SandboxLimits, SandboxSpec, copy_problem
-from sandboxes.images import BuildRecipe, Copy, PythonEnv, SandboxDefinition, build
+from sandboxes.images import BuildRecipe, Copy, PythonEnv, SandboxDefinition, build, tree_fingerprint
 
 logger = logging.getLogger(__name__)
 
@@ -269,14 +269,10 @@ def cache_dir() -> Path:
 
 
 def _files_key(files: tuple[Copy, ...]) -> list:
-    """What of `PythonEnv.files` a build's cache key covers: where each goes, its size and
-    modification time (as an image's copied files are hashed), not its bytes; nothing when
+    """What of `PythonEnv.files` a build's cache key covers: where each goes and
+    `tree_fingerprint` (as an image's copied files are hashed), not its bytes; nothing when
     there are none, so the keys of builds without files stay as they were."""
-    key = []
-    for file in files:
-        st = file.source.stat()
-        key.append((str(file.source), file.target, st.st_size, st.st_mtime_ns))
-    return key
+    return [(str(file.source), file.target, tree_fingerprint(file.source)) for file in files]
 
 
 def _key(*parts: Any) -> str:

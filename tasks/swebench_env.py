@@ -458,19 +458,22 @@ def row_environment(row: dict, clone, where: str, downloads: Path | None = None)
 
     name = re.sub(r"[^A-Za-z0-9]", "_", row["repo"].split("/")[-1]).upper()
     install_lines = [f"export SETUPTOOLS_SCM_PRETEND_VERSION_FOR_{name}={shlex.quote(_pretend_version(row, clone))}"]
+
+    def downloaded(name: str) -> bool:
+        return downloads is not None and (downloads / name).is_file()
+
     wanted_files = []
     if fetches:
         script, names = fetch_script(fetches)
         install_lines.append(script)
-        wanted_files += names
+        wanted_files += [name for name in names if downloaded(name)]
     for rule, file, folder in PREFETCH.get(row["repo"], ()):
-        if _applies(rule, row.get("version", "")) and downloads is not None and (downloads / file).is_file():
+        if _applies(rule, row.get("version", "")) and downloaded(file):
             install_lines.append(f"mkdir -p {folder} && tar -xzf {DOWNLOADS_IN_SANDBOX}/{file} -C {folder}")
             wanted_files.append(file)
     files = [
         {"source": str(downloads / name), "target": f"{DOWNLOADS_IN_SANDBOX}/{name}"}
         for name in dict.fromkeys(wanted_files)
-        if downloads is not None and (downloads / name).is_file()
     ]
     if specs.get("install"):
         install_lines.append(specs["install"])
