@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patch, git_apply, run_fresh
 from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
+from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
     directives_of,
@@ -300,23 +301,42 @@ def _run_twins(task: Task, clean: Sandbox, prepared: Prepared, timeout: float) -
     return ended
 
 
-_controls: dict[str, str | None] = {}
+@dataclass(frozen=True)
+class Control:
+    """A run of the pristine workspace (the test patch, no agent patch): what no agent can
+    write. `failure` says how it failed to reach a verdict (None: it completed); `statuses`
+    are its required tests' statuses as its log reads."""
+
+    failure: str | None
+    statuses: dict[str, str]
+
+
+_controls: dict[str, Control] = {}
 _controls_lock = threading.Lock()
 
 
-def control_failure(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> str | None:
-    """How a run of the pristine workspace (no agent patch) fails to reach a verdict, or
-    None when it completes: the control that decides who broke a crashed run. Cached per
-    task and workspace for the process."""
+def control_run(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> Control:
+    """The control run of `task`, cached per task, workspace and test command for the
+    process: it decides who broke a crashed run, and which required tests the repository
+    itself expects to fail (`agent_env.grading.verdict`)."""
     key = f"{task.id}:{task.workspace}:{task.grading.test_command}"
     with _controls_lock:
         if key in _controls:
             return _controls[key]
     try:
-        run_tests(task, "", factory, random.Random(0))
-        outcome = None
+        runs = run_tests(task, "", factory, random.Random(0))
+        if isinstance(runs, str):  # the empty patch always applies; kept for the type
+            raise GradingError(f"task {task.id}: the pristine workspace refused an empty patch: {runs[:300]}")
+        statuses, _ = log_statuses(task, runs.verdict.output)
+        wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
+        control = Control(None, with_cut_ids(statuses, wanted))
     except Crash as exc:
-        outcome = str(exc)
+        control = Control(str(exc), {})
     with _controls_lock:
-        _controls[key] = outcome
-    return outcome
+        _controls[key] = control
+    return control
+
+
+def control_failure(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> str | None:
+    """How the control run fails to reach a verdict, or None when it completes."""
+    return control_run(task, factory).failure

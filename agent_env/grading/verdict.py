@@ -28,7 +28,11 @@ anything in that process, so no verdict here comes from a checker inside the tes
 4. **The log only downgrades.** What the verdict run printed is parsed with the task's log
    parser: a required test it does not report as passed (failed, missing, skipped:
    `skipped_required`, xfailed: `xfail_required`) fails. Nothing it prints passes a test
-   whose run did not exit 0 or whose canary passed.
+   whose run did not exit 0 or whose canary passed. One exception, read from a run the
+   agent cannot write: a PASS_TO_PASS test the repository itself marks as an expected
+   failure (matplotlib__matplotlib-22719) passes as xfailed when the control run of the
+   pristine workspace reports it xfailed too, as the SWE-bench harness counts it; tested
+   code that calls `pytest.xfail` in a test that passes there still trips `xfail_required`.
 5. **Blame is decided, not guessed.** A verdict run that times out, kills its sandbox or
    fills its disk after the agent's patch was applied is compared with a control run of the
    pristine workspace: when the control completes, the failure is the patch's (reward 0,
@@ -52,7 +56,7 @@ from agent_env.grading.applying import patch_bytes, pristine_text, protection_ru
 from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.protected import BLOCK_OF_REASON, filter_patch
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import Crash, Runs, control_failure, run_tests
+from agent_env.grading.runs import Crash, Runs, control_failure, control_run, run_tests
 from agent_env.grading.script_verifier import grade_script
 from sandboxes import Sandbox, SandboxSpec, make_sandbox
 from tasks import Task
@@ -125,12 +129,22 @@ def grade_patch(
             dropped=filtered.dropped,
             problems=(f"patch_rejected: git apply refused the patch: {runs[:300]}",),
         )
-    return _verdict(task, filtered.dropped, runs)
+    # With nothing of the agent's applied, this run is the control run (None).
+    control = (lambda: control_run(task, factory).statuses) if filtered.patch.strip() else None
+    return _verdict(task, filtered.dropped, runs, control)
 
 
-def _verdict(task: Task, dropped_before: tuple[tuple[str, str], ...], runs: Runs) -> GradeResult:
+def _verdict(
+    task: Task,
+    dropped_before: tuple[tuple[str, str], ...],
+    runs: Runs,
+    control_statuses: Callable[[], dict[str, str]] | None,
+) -> GradeResult:
     """The verdict from exit statuses: the verdict run exits 0, every canary twin does not.
-    The log only downgrades: each required test must also read as passed in it."""
+    The log only downgrades: each required test must also read as passed in it, or, for a
+    PASS_TO_PASS test, as the expected failure the control run of the pristine workspace
+    reads too (`control_statuses`, run only when one is needed; None: this run is the
+    control)."""
     dropped = (*dropped_before, *runs.prepared.dropped)
     blocked = list(dict.fromkeys(BLOCK_OF_REASON[reason] for _, reason in dropped))
     problems: dict[str, list[str]] = {}
@@ -144,9 +158,16 @@ def _verdict(task: Task, dropped_before: tuple[tuple[str, str], ...], runs: Runs
             problems.setdefault("canary_passed", []).append(
                 f"{twin.test}: its {twin.kind} canary, built to fail, exited 0"
             )
+    notes = list(runs.prepared.skipped_twins)
+    xfailed_kept = [t for t in task.grading.pass_to_pass if statuses.get(t) == XFAIL]
+    in_control = (control_statuses() if control_statuses else statuses) if xfailed_kept else {}
     for test in wanted:
         if statuses.get(test) == XFAIL:
-            problems.setdefault("xfail_required", []).append(f"{test} is an expected failure")
+            if test in xfailed_kept and in_control.get(test) == XFAIL:
+                statuses = {**statuses, test: PASSED}
+                notes.append(f"{test}: an expected failure in the pristine workspace too, counted as passed")
+            else:
+                problems.setdefault("xfail_required", []).append(f"{test} is an expected failure")
         elif statuses.get(test) == SKIPPED:
             problems.setdefault("skipped_required", []).append(f"{test} was skipped")
     # A failed run whose log says every required test passed: which one failed only the log
@@ -157,7 +178,6 @@ def _verdict(task: Task, dropped_before: tuple[tuple[str, str], ...], runs: Runs
     missing = tuple(t for t in wanted if t not in statuses)
     blocked += [rule for rule in problems if rule not in blocked]
     tripped = FAILING_RULES.intersection(blocked)
-    notes = list(runs.prepared.skipped_twins)
     if unreadable:
         notes.append(unreadable)
     return GradeResult(
