@@ -94,7 +94,10 @@ RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
         # xxhash 4 (2025) refuses str ("Strings must be encoded before hashing"), which iris
         # 3.x hashes in `iris.common.metadata` (xarray's TestIrisConversion, a PASS_TO_PASS of
         # pydata__xarray-3305); the harness's images (2024) had xxhash 3.
-        (None, ("xxhash<4",)),
+        # sparse 0.16 (2025) no longer infers `COO`'s shape from its coordinates
+        # (pydata__xarray-6938's test_from_sparse: "`shape` was not provided"); the images
+        # had 0.15.
+        (None, ("xxhash<4", "sparse<0.16")),
     ),
     "matplotlib/matplotlib": (
         # setuptools-scm 10 (2025) warns that matplotlib's `release-branch-semver` scheme was
@@ -104,7 +107,14 @@ RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
         # which matplotlib's warnings-as-errors turn into a collection error: 23299's
         # test_rcparams.py collected nothing. Every matplotlib spec asks for an unpinned
         # pytest; the harness's images (2024) had 8.x.
-        (None, ("setuptools-scm<10", "pytest<9")),
+        # python-dateutil 3 (2025) breaks pandas' time zones (1.5 and 2.0 alike: `get_dst_info`
+        # raises AttributeError on `dateutil.tz.gettz(...)` zones; 21568's
+        # test_date2num_dst_pandas); the harness's images (2024) had 2.9.
+        (None, ("setuptools-scm<10", "pytest<9", "python-dateutil<3")),
+    ),
+    "scikit-learn/scikit-learn": (
+        # Its specs install pandas with an unpinned python-dateutil: as for matplotlib.
+        (None, ("python-dateutil<3",)),
     ),
     "pylint-dev/pylint": (
         # pylint-dev__pylint-4661's fix imports appdirs (it adds it to setup.cfg, which the
