@@ -1076,6 +1076,12 @@ def handle(supervisor, request):
 
 def setup(config):
     """Mount what the backend asked for, settle the users and capabilities; the Supervisor."""
+    if config.get("hosts") is not None:
+        # Docker leaves a sandbox without network an empty /etc/hosts (its own file, bound
+        # in): loopback names must resolve. Written here, as root, before any command runs,
+        # it costs nothing; a copy into the created container cost 40 ms of a 160 ms start.
+        with open("/etc/hosts", "w") as hosts:
+            hosts.write(config["hosts"])
     if config.get("overlay"):
         owner = (config["user"]["uid"], config["user"]["gid"]) if config.get("user") else (0, 0)
         _mount_overlay(config["overlay"], config["workdir"], owner)

@@ -312,17 +312,6 @@ def _tar_chunks(root: Path, workdir: str, uid: int, gid: int) -> Iterator[bytes]
     yield buffer.getvalue()
 
 
-def _file_tar(name: str, text: str) -> bytes:
-    """A tar archive of one root-owned, world-readable file."""
-    buffer = io.BytesIO()
-    data = text.encode()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
 def workspace_image(engine: docker.DockerClient, base: Any, workspace: Path, workdir: str, user: str) -> str:
     """An image of `base` with `workspace` at `workdir` owned by `user`; built once per content."""
     uid, gid = _user_ids(engine, base, user)
@@ -580,6 +569,8 @@ class DockerSandbox(SupervisedSandbox):
             },
             "state": state,
             "user": {"name": self.user},
+            # The engine leaves /etc/hosts empty without a network: the supervisor fills it.
+            "hosts": None if spec.network else OFFLINE_HOSTS,
         }
         storage_opt = None
         if disk_quota_driver(self._engine) is not None:
@@ -631,8 +622,6 @@ class DockerSandbox(SupervisedSandbox):
         self._finalizer = weakref.finalize(
             self, _teardown, self._engine, self.container_id, None, self._fork_image, os.getpid()
         )
-        if not spec.network:  # the engine leaves /etc/hosts empty: loopback names must resolve
-            api.put_archive(self.container_id, "/etc", _file_tar("hosts", OFFLINE_HOSTS))
         sock = api.attach_socket(self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self._transport = _AttachTransport(sock, self._describe)
         self._finalizer.detach()
