@@ -24,10 +24,14 @@ process goes away (StdinOnce), the supervisor exits on end of input, and AutoRem
 deletes the container.
 
 Workspaces: a `spec.workspace` is baked into an image layer once (cached by the content
-hash of the workspace, the base image and the owner), so that a fork's commit holds only
-what the sandbox changed. `fork()` commits the running container (the supervisor is idle
-between commands and nothing else survives a command, so no pause is needed) and starts
-a new container from that image with the same cwd and exports.
+hash of the workspace, the base image and the owner), so that a container's writable layer
+holds only what the sandbox changed. `fork()` creates a container of the same image,
+copies the parent's writable layer (its overlay upper directory, on this host) into the new
+one's before it starts, and starts it with the same cwd and exports; where the engine's
+layers are not on this host, it commits the running container instead (the supervisor is
+idle between commands and nothing else survives a command, so no pause is needed) and
+starts a new container from that image. The copy measured 0.59x the commit (paired, 5 MB
+changed, docs/sandboxes.md).
 
 Over 450 lines on purpose: one backend, whole: the engine client, the image and workspace
 layers, the disk watch, the attach transport and the sandbox class share docker-only state
@@ -51,12 +55,13 @@ import signal
 import socket
 import stat
 import struct
+import subprocess
 import tarfile
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +71,7 @@ import requests.exceptions
 
 from sandboxes import reaper
 from sandboxes._channel import SupervisedSandbox
-from sandboxes.base import DEFAULT_IMAGE, OFFLINE_HOSTS, ExecResult, SandboxError, SandboxSpec
+from sandboxes.base import DEFAULT_IMAGE, OFFLINE_HOSTS, ExecResult, SandboxError, SandboxSpec, copy_problem
 
 SUPERVISOR_SOURCE = Path(__file__).with_name("_supervisor.py").read_text()
 BASE_DEFINITION = Path(__file__).with_name("images") / "base.yaml"
@@ -516,20 +521,41 @@ def _teardown(
     _remove_pending_images(engine)
 
 
+def _upper_dir(info: dict) -> str | None:
+    """A container's overlay upper directory, where this host can see it."""
+    upper = (info.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
+    return upper if upper and os.path.isdir(upper) else None
+
+
 class DockerSandbox(SupervisedSandbox):
     """A sandbox in a Docker container. See the module docstring for what is isolated."""
 
     def __init__(
-        self, spec: SandboxSpec, *, _image: str | None = None, _state: dict | None = None, _user: str | None = None
+        self,
+        spec: SandboxSpec,
+        *,
+        _image: str | None = None,
+        _state: dict | None = None,
+        _user: str | None = None,
+        _parent: DockerSandbox | None = None,
     ) -> None:
+        """`_image`, `_state`, `_user`: a fork from a commit (its image, removed at close).
+        `_parent`, `_state`: a fork that runs the parent's image and gets a copy of its
+        writable layer before it starts (`fork`)."""
         self.spec = spec
         self._engine = client()
         image_name = _image or spec.image or DEFAULT_IMAGE
         self._fork_image = _image
         self._transport: _AttachTransport | None = None
         self.container_id = ""
+        self._upper: str | None = None
         self._finalizer = weakref.finalize(self, _teardown, self._engine, "", None, _image, os.getpid())
         try:
+            if _parent is not None:
+                self.image, self.user, self._run_image = _parent.image, _parent.user, _parent._run_image
+                self._start(self._run_image, image_name, _state, seed=_parent._copy_layer_into)
+                _live.add(self)
+                return
             image = ensure_image(self._engine, image_name)
             self.image = image.id
             run_image = image.id
@@ -543,6 +569,7 @@ class DockerSandbox(SupervisedSandbox):
                 if not Path(spec.workspace).is_dir():
                     raise SandboxError(f"workspace {spec.workspace} is not a directory")
                 run_image = workspace_image(self._engine, image, Path(spec.workspace), spec.workdir, self.user)
+            self._run_image = run_image
             self._start(run_image, image_name, _state)
         except ENGINE_ERRORS as exc:
             self.close()
@@ -552,7 +579,11 @@ class DockerSandbox(SupervisedSandbox):
             raise
         _live.add(self)
 
-    def _start(self, image: str, image_name: str, state: dict | None) -> None:
+    def _start(
+        self, image: str, image_name: str, state: dict | None, seed: Callable[[str], None] | None = None
+    ) -> None:
+        """Create the container, then (`seed`, a fork's) fill its writable layer, then start
+        it and wait for its supervisor."""
         spec, limits = self.spec, self.spec.limits
         api = self._engine.api
         config = {
@@ -622,6 +653,11 @@ class DockerSandbox(SupervisedSandbox):
         self._finalizer = weakref.finalize(
             self, _teardown, self._engine, self.container_id, None, self._fork_image, os.getpid()
         )
+        if seed is not None:
+            upper = _upper_dir(api.inspect_container(self.container_id))
+            if upper is None:
+                raise SandboxError(f"{image_name}: a fork's new container has no writable layer on this host")
+            seed(upper)
         sock = api.attach_socket(self.container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self._transport = _AttachTransport(sock, self._describe)
         self._finalizer.detach()
@@ -637,8 +673,10 @@ class DockerSandbox(SupervisedSandbox):
             ) from exc
         self._init_channel(self._transport, f"docker sandbox {self.container_id[:12]}", READY_TIMEOUT_S)
         self._disk_watch = None
+        info = api.inspect_container(self.container_id)
+        self._upper = _upper_dir(info)
         if storage_opt is None:
-            self._disk_watch = _DiskWatch.attach(api.inspect_container(self.container_id), limits.disk_bytes)
+            self._disk_watch = _DiskWatch.attach(info, limits.disk_bytes)
             if self._disk_watch is None:
                 global _watch_warned
                 if not _watch_warned:
@@ -671,13 +709,22 @@ class DockerSandbox(SupervisedSandbox):
         return f"container {state.get('Status')}, exit code {state.get('ExitCode')} {state.get('Error') or ''}".strip()
 
     def fork(self) -> DockerSandbox:
-        """A new container from a commit of this one, with the same cwd and exports.
+        """A new container with this one's files, cwd and exports; /tmp (a tmpfs) is not
+        carried over.
 
-        /tmp (a tmpfs) is not carried over. Costs a commit of what the sandbox changed since
-        it started, plus a container start.
+        Where the engine keeps containers' layers on this host (overlay2, the normal case),
+        the new container runs this one's image, and this one's writable layer (its overlay
+        upper directory: changed files, whiteouts of deleted ones) is copied into the new
+        one's before it starts: a create, a copy of what changed, a start (~130 ms measured,
+        against ~320 ms for a commit, which also makes an image to remove at close). Else
+        it starts from a commit of this container.
         """
         with self._lock:
             state = self._state()
+            local_layer = self._upper is not None and os.path.isdir(self._upper)
+        if local_layer:
+            return DockerSandbox(self.spec, _state=state, _parent=self)
+        with self._lock:
             try:
                 image = self._engine.api.commit(
                     self.container_id,
@@ -694,6 +741,19 @@ class DockerSandbox(SupervisedSandbox):
             _pending_images.add(image["Id"])
             _remove_pending_images(self._engine)
             raise
+
+    def _copy_layer_into(self, upper: str) -> None:
+        """Copy this container's writable layer into `upper` (a created, not started,
+        container's), holding the lock: the snapshot a fork starts from. cp -a keeps modes,
+        owners, symlinks, xattrs (overlay's opaque marks) and device nodes (its whiteouts)."""
+        with self._lock:
+            if self._upper is None:
+                raise SandboxError(f"{self._name}: no writable layer on this host to fork from")
+            result = subprocess.run(
+                ["cp", "-a", "--reflink=auto", f"{self._upper}/.", upper], capture_output=True, text=True
+            )
+        if result.returncode != 0:
+            raise SandboxError(copy_problem(Path(self._upper), Path(upper), result.stderr or "cp failed"))
 
     def close(self) -> None:
         self._finalizer()

@@ -87,7 +87,21 @@ def test_workspace_images_are_shared_by_content(engine, tmp_path):
         assert two.exec("stat -c %U f.txt; cat f.txt").output == "sandbox\nsame\n"
 
 
-def test_fork_images_go_with_their_sandboxes(engine):
+def test_a_fork_runs_its_parents_image_with_a_copy_of_its_layer_and_makes_no_image(engine):
+    mine = {"label": [f"{reaper.LABEL}.kind=fork", f"{reaper.LABEL}.owner-pid={os.getpid()}"]}
+    before = {image.id for image in reaper.list_images(engine, mine)}
+    with make_sandbox(SandboxSpec(), "docker") as sb:
+        sb.exec("echo 1 > /workspace/a && mkdir -p /workspace/d && echo 2 > /workspace/d/b && rm -rf /workspace/d")
+        with sb.fork() as child, child.fork() as grandchild:
+            assert {image.id for image in reaper.list_images(engine, mine)} == before
+            assert _container(engine, grandchild)["Image"] == _container(engine, sb)["Image"]
+            assert grandchild.exec("cat /workspace/a; test -e /workspace/d || echo gone").output == "1\ngone\n"
+
+
+def test_where_layers_are_not_on_this_host_a_fork_commits_and_its_image_goes_with_it(engine, monkeypatch):
+    from sandboxes import docker_backend
+
+    monkeypatch.setattr(docker_backend, "_upper_dir", lambda info: None)  # as with a remote engine
     mine = {"label": [f"{reaper.LABEL}.kind=fork", f"{reaper.LABEL}.owner-pid={os.getpid()}"]}
     before = {image.id for image in reaper.list_images(engine, mine)}
     with make_sandbox(SandboxSpec(), "docker") as sb:

@@ -64,7 +64,9 @@ PYTEST_ROWS = (
 # (`bin/test -k` matched `test_diagonalization` for `test_diag` until the grader's exact
 # selection) and pylint-dev__pylint-4661 (`appdirs`, `RELEASE_DRIFT`), both fixed then. Left
 # out: 6 requests rows (the network), astropy 13033 and 13398 (the gold patch fails in their
-# environments).
+# environments). matplotlib__matplotlib-21568 (3.4, on 2026-12-06, after `RELEASE_DRIFT`'s
+# python-dateutil<3) needs FreeType 2.6.1 in `$SWE_REPO_CACHE/downloads` (`make
+# swebench-downloads`).
 OTHER_ROWS = (
     "django__django-11119", "django__django-11211", "django__django-11292", "django__django-11451",
     "django__django-11820", "django__django-11848", "django__django-11885", "django__django-11951",
@@ -78,7 +80,7 @@ OTHER_ROWS = (
     "astropy__astropy-12907", "astropy__astropy-13236", "astropy__astropy-13453", "astropy__astropy-13579",
     "astropy__astropy-13977", "astropy__astropy-14096", "astropy__astropy-14182", "astropy__astropy-14309",
     "astropy__astropy-14369", "mwaskom__seaborn-3069", "mwaskom__seaborn-3187", "pallets__flask-5014", "psf__requests-1142",
-    "psf__requests-6028", "sphinx-doc__sphinx-9698", "pydata__xarray-4094", "scikit-learn__scikit-learn-25747", "pylint-dev__pylint-4551", "pylint-dev__pylint-4604", "pylint-dev__pylint-4970",
+    "psf__requests-6028", "matplotlib__matplotlib-21568", "sphinx-doc__sphinx-9698", "pydata__xarray-4094", "scikit-learn__scikit-learn-25747", "pylint-dev__pylint-4551", "pylint-dev__pylint-4604", "pylint-dev__pylint-4970",
     "pylint-dev__pylint-6386", "pylint-dev__pylint-6528", "pylint-dev__pylint-6903", "pylint-dev__pylint-7080",
     "pylint-dev__pylint-7277", "pylint-dev__pylint-8898",
 )  # fmt: skip
