@@ -745,7 +745,10 @@ class DockerSandbox(SupervisedSandbox):
     def _copy_layer_into(self, upper: str) -> None:
         """Copy this container's writable layer into `upper` (a created, not started,
         container's), holding the lock: the snapshot a fork starts from. cp -a keeps modes,
-        owners, symlinks, xattrs (overlay's opaque marks) and device nodes (its whiteouts)."""
+        owners, symlinks, xattrs (overlay's opaque marks) and device nodes (its whiteouts).
+        The host's cp reads a tree the sandbox wrote, so nothing of the sandbox may run
+        meanwhile (a symlink swapped in mid-walk would point cp at the host): the lock
+        keeps commands out, and no process outlives a command."""
         with self._lock:
             if self._upper is None:
                 raise SandboxError(f"{self._name}: no writable layer on this host to fork from")
