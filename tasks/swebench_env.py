@@ -46,6 +46,7 @@ build downloads are read from the same row, spec and clone, and the recorded rec
 
 from __future__ import annotations
 
+import platform
 import posixpath
 import re
 import shlex
@@ -153,6 +154,37 @@ def _applies(rule: str | None, version: object) -> bool:
 def drift_pins(repo: str, version: object) -> list[str]:
     """The `RELEASE_DRIFT` pins of `repo` at `version` (a SWE-bench version, `"3.5"`)."""
     return [pin for rule, packages in RELEASE_DRIFT.get(repo, ()) if _applies(rule, version) for pin in packages]
+
+
+DATED: dict[str, tuple[str, ...]] = {
+    # astropy compares its leap-second tables with today's date, and its tests make the
+    # stale warning an error. The 4.3 and 5.0 rows carry a Leap_Second.dat that expired on
+    # 2022-12-28 (pyerfa's own table is older); without the network nothing fresher is
+    # read, so 13033's test_fold and 13398's test_cirs_to_altaz fail today. A clock set to
+    # 2024-06-01 fails the same way, so the harness's runs must have fetched a fresh table.
+    # At the row's own date (13033 at 2022-03-31: measured) they pass.
+    "astropy/astropy": ("==4.3", "==5.0"),
+}
+"""Repositories (and versions, rules as in `RELEASE_DRIFT`) whose tests read data that
+expires: their sandboxes run with the clock at the row's `created_at` date (libfaketime,
+Debian's `faketime`, a system step; the monotonic clock stays real)."""
+FAKETIME_LIBRARY = "/usr/lib/{arch}-linux-gnu/faketime/libfaketime.so.1"
+
+
+def clock_variables(row: dict) -> dict[str, str]:
+    """The environment that sets a `DATED` row's clock to its `created_at` day, else {}."""
+    rules = DATED.get(row.get("repo", ""), ())
+    day = str(row.get("created_at") or "")[:10]
+    if not any(_applies(rule, row.get("version", "")) for rule in rules) or not re.fullmatch(r"\d{4}-\d\d-\d\d", day):
+        return {}
+    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
+        platform.machine().lower(), platform.machine().lower()
+    )
+    return {
+        "LD_PRELOAD": FAKETIME_LIBRARY.format(arch=arch),
+        "FAKETIME": f"@{day} 00:00:00",
+        "DONT_FAKE_MONOTONIC": "1",
+    }
 
 
 DOWNLOADS_IN_SANDBOX = "/opt/downloads"
@@ -467,6 +499,9 @@ def row_environment(row: dict, clone, where: str, downloads: Path | None = None)
             variables[export[1]] = " ".join(shlex.split(export[2]))
         else:
             system.append(command)
+    if clock := clock_variables(row):
+        variables.update(clock)
+        system.append("apt-get update && apt-get install -y faketime")
     checks = [_host_check(s) for s in system]
     system_check = "" if None in checks else " && ".join(dict.fromkeys(c for c in checks if c and c != "true"))
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATASET = ROOT.parent / "shared" / "data" / "swe_bench_verified.jsonl"
 FIXTURE = ROOT / "tests" / "fixtures" / "verified_env_recipes.json"
 # What of a row the recipe reads (the rest, problem statements and patches, is left out).
-ROW_FIELDS = ("instance_id", "repo", "version", "base_commit", "environment_setup_commit")
+ROW_FIELDS = ("instance_id", "repo", "version", "base_commit", "environment_setup_commit", "created_at")
 
 
 def record(row: dict, cache: Path) -> dict:

@@ -63,8 +63,9 @@ PYTEST_ROWS = (
 # environment.yml translated to pip) and scikit-learn__scikit-learn-25747; sympy__sympy-13877
 # (`bin/test -k` matched `test_diagonalization` for `test_diag` until the grader's exact
 # selection) and pylint-dev__pylint-4661 (`appdirs`, `RELEASE_DRIFT`), both fixed then. Left
-# out: 6 requests rows (the network), astropy 13033 and 13398 (the gold patch fails in their
-# environments). matplotlib__matplotlib-21568 (3.4, on 2026-12-06, after `RELEASE_DRIFT`'s
+# out: 6 requests rows (the network). astropy 4.3 and 5.0 rows (12907 here) run with the
+# clock at their own date (`swebench_env.DATED`): the host needs Debian's `faketime`.
+# matplotlib__matplotlib-21568 (3.4, on 2026-12-06, after `RELEASE_DRIFT`'s
 # python-dateutil<3) needs FreeType 2.6.1 in `$SWE_REPO_CACHE/downloads` (`make
 # swebench-downloads`).
 OTHER_ROWS = (

@@ -147,6 +147,18 @@ def test_repository_edits_of_pre_install_are_committed_in_the_workspace(tmp_path
     assert drift_pins("psf/requests", "2.0") == []
 
 
+def test_rows_whose_data_expire_run_at_their_own_date():
+    from tasks.swebench_env import clock_variables
+
+    row = {"repo": "astropy/astropy", "version": "4.3", "created_at": "2022-03-31T16:30:00Z"}
+    clock = clock_variables(row)
+    assert (clock["FAKETIME"], clock["DONT_FAKE_MONOTONIC"]) == ("@2022-03-31 00:00:00", "1")
+    assert clock["LD_PRELOAD"].endswith("-linux-gnu/faketime/libfaketime.so.1")
+    assert clock_variables({**row, "version": "5.1"}) == {}  # its table was still valid: not dated
+    assert clock_variables({**row, "created_at": ""}) == {}  # no date, no clock
+    assert clock_variables({**row, "repo": "psf/requests"}) == {}
+
+
 def test_step_classification():
     assert is_repository_edit("sed -i 's/pytest/pytest -rA/' tox.ini")
     assert is_repository_edit(
