@@ -204,12 +204,19 @@ def test_agent_env_verdict_agrees_with_the_official_harness(row, scenario, tmp_p
     official_resolved, official_tests = _official(row, build_log(row, _scenarios(row)[scenario]), tmp_path)
     grade = sandbox_grade(row, scenario)
     outcomes = _scenarios(row)[scenario]
-    strict = [name for name, outcome in outcomes.items() if outcome in ("skip", "xfail")]
+    pass_to_pass = _tests(row)[1]
+    # An XFAIL PASS_TO_PASS test passes for the reward too where the control run of the
+    # pristine workspace xfails it (here the log is the same whatever the patch, so it does).
+    strict = [
+        name
+        for name, outcome in outcomes.items()
+        if outcome == "skip" or (outcome == "xfail" and name not in pass_to_pass)
+    ]
     if strict:
         # The deliberate differences: SWE-bench ignores a SKIPPED required test and passes
-        # an XFAIL one; the RL reward fails both (code under test could raise SkipTest or
-        # fail on purpose under an expected-failure mark). Evals report the official rule
-        # (evals/swebench_verdict.py); rewards use the strict one.
+        # an XFAIL one; the RL reward fails both, but for the XFAIL above (code under test
+        # could raise SkipTest or fail on purpose under an expected-failure mark). Evals
+        # report the official rule (evals/swebench_verdict.py); rewards use the strict one.
         assert official_resolved and not grade.resolved
         assert set(grade.blocked) & {"skipped_required", "xfail_required"}
         assert [t for t in grade.failed if t not in strict] == [
