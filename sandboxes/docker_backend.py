@@ -384,9 +384,9 @@ class _DiskWatch:
 
     @classmethod
     def attach(cls, info: dict, limit: int) -> _DiskWatch | None:
-        upper = (info.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
+        upper = _upper_dir(info)
         pid = int((info.get("State") or {}).get("Pid") or 0)
-        if not upper or not pid or not os.path.isdir(upper):
+        if upper is None or not pid:
             return None
         try:
             with open(f"/proc/{pid}/cgroup") as f:
@@ -538,39 +538,23 @@ class DockerSandbox(SupervisedSandbox):
         _state: dict | None = None,
         _user: str | None = None,
         _parent: DockerSandbox | None = None,
+        _layer: str = "",
     ) -> None:
         """`_image`, `_state`, `_user`: a fork from a commit (its image, removed at close).
-        `_parent`, `_state`: a fork that runs the parent's image and gets a copy of its
-        writable layer before it starts (`fork`)."""
+        `_parent`, `_layer`, `_state`: a fork that runs the parent's image and gets a copy
+        of its writable layer (`_layer`, the parent's upper directory) before it starts."""
         self.spec = spec
         self._engine = client()
         image_name = _image or spec.image or DEFAULT_IMAGE
         self._fork_image = _image
         self._transport: _AttachTransport | None = None
         self.container_id = ""
-        self._upper: str | None = None
         self._finalizer = weakref.finalize(self, _teardown, self._engine, "", None, _image, os.getpid())
         try:
             if _parent is not None:
-                self.image, self.user, self._run_image = _parent.image, _parent.user, _parent._run_image
-                self._start(self._run_image, image_name, _state, seed=_parent._copy_layer_into)
-                _live.add(self)
-                return
-            image = ensure_image(self._engine, image_name)
-            self.image = image.id
-            run_image = image.id
-            # The command user: the spec's, else the image's USER. A fork's image is a commit
-            # of a container that ran as root (the supervisor): the parent's user goes along.
-            if _user is not None:
-                self.user = _user
+                self._start_fork_of(_parent, _layer, image_name, _state)
             else:
-                self.user = spec.user if spec.user is not None else image.attrs["Config"].get("User") or ""
-            if spec.workspace is not None and _image is None:
-                if not Path(spec.workspace).is_dir():
-                    raise SandboxError(f"workspace {spec.workspace} is not a directory")
-                run_image = workspace_image(self._engine, image, Path(spec.workspace), spec.workdir, self.user)
-            self._run_image = run_image
-            self._start(run_image, image_name, _state)
+                self._start_from(image_name, _image, _user, _state)
         except ENGINE_ERRORS as exc:
             self.close()
             raise SandboxError(f"Docker engine failed starting a sandbox from image {image_name}: {exc}") from exc
@@ -578,6 +562,32 @@ class DockerSandbox(SupervisedSandbox):
             self.close()
             raise
         _live.add(self)
+
+    def _start_fork_of(self, parent: DockerSandbox, layer: str, image_name: str, state: dict | None) -> None:
+        """Start as a fork of `parent` by layer copy (`fork`): its image and user, and its
+        writable layer copied in before the start."""
+        self.image, self.user, self._run_image = parent.image, parent.user, parent._run_image
+        self._start(self._run_image, image_name, state, seed=functools.partial(parent._copy_layer_into, layer))
+
+    def _start_from(self, image_name: str, fork_image: str | None, user: str | None, state: dict | None) -> None:
+        """Start from `image_name`, with the spec's workspace baked in (a fork's commit
+        already holds it)."""
+        spec = self.spec
+        image = ensure_image(self._engine, image_name)
+        self.image = image.id
+        run_image = image.id
+        # The command user: the spec's, else the image's USER. A fork's image is a commit
+        # of a container that ran as root (the supervisor): the parent's user goes along.
+        if user is not None:
+            self.user = user
+        else:
+            self.user = spec.user if spec.user is not None else image.attrs["Config"].get("User") or ""
+        if spec.workspace is not None and fork_image is None:
+            if not Path(spec.workspace).is_dir():
+                raise SandboxError(f"workspace {spec.workspace} is not a directory")
+            run_image = workspace_image(self._engine, image, Path(spec.workspace), spec.workdir, self.user)
+        self._run_image = run_image
+        self._start(run_image, image_name, state)
 
     def _start(
         self, image: str, image_name: str, state: dict | None, seed: Callable[[str], None] | None = None
@@ -673,10 +683,8 @@ class DockerSandbox(SupervisedSandbox):
             ) from exc
         self._init_channel(self._transport, f"docker sandbox {self.container_id[:12]}", READY_TIMEOUT_S)
         self._disk_watch = None
-        info = api.inspect_container(self.container_id)
-        self._upper = _upper_dir(info)
         if storage_opt is None:
-            self._disk_watch = _DiskWatch.attach(info, limits.disk_bytes)
+            self._disk_watch = _DiskWatch.attach(api.inspect_container(self.container_id), limits.disk_bytes)
             if self._disk_watch is None:
                 global _watch_warned
                 if not _watch_warned:
@@ -721,9 +729,8 @@ class DockerSandbox(SupervisedSandbox):
         """
         with self._lock:
             state = self._state()
-            local_layer = self._upper is not None and os.path.isdir(self._upper)
-        if local_layer:
-            return DockerSandbox(self.spec, _state=state, _parent=self)
+        if (layer := self._layer_dir()) is not None:
+            return DockerSandbox(self.spec, _state=state, _parent=self, _layer=layer)
         with self._lock:
             try:
                 image = self._engine.api.commit(
@@ -742,21 +749,25 @@ class DockerSandbox(SupervisedSandbox):
             _remove_pending_images(self._engine)
             raise
 
-    def _copy_layer_into(self, upper: str) -> None:
-        """Copy this container's writable layer into `upper` (a created, not started,
-        container's), holding the lock: the snapshot a fork starts from. cp -a keeps modes,
-        owners, symlinks, xattrs (overlay's opaque marks) and device nodes (its whiteouts).
+    def _layer_dir(self) -> str | None:
+        """This container's writable layer (overlay upper directory), where this host sees it."""
+        try:
+            return _upper_dir(self._engine.api.inspect_container(self.container_id))
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"{self._name}: the engine cannot describe the container to fork: {exc}") from exc
+
+    def _copy_layer_into(self, layer: str, upper: str) -> None:
+        """Copy this container's writable layer (`layer`) into `upper` (a created, not
+        started, container's), holding the lock: the snapshot a fork starts from. cp -a
+        keeps modes, owners, symlinks, xattrs (overlay's opaque marks) and device nodes (its
+        whiteouts).
         The host's cp reads a tree the sandbox wrote, so nothing of the sandbox may run
         meanwhile (a symlink swapped in mid-walk would point cp at the host): the lock
         keeps commands out, and no process outlives a command."""
         with self._lock:
-            if self._upper is None:
-                raise SandboxError(f"{self._name}: no writable layer on this host to fork from")
-            result = subprocess.run(
-                ["cp", "-a", "--reflink=auto", f"{self._upper}/.", upper], capture_output=True, text=True
-            )
+            result = subprocess.run(["cp", "-a", "--reflink=auto", f"{layer}/.", upper], capture_output=True, text=True)
         if result.returncode != 0:
-            raise SandboxError(copy_problem(Path(self._upper), Path(upper), result.stderr or "cp failed"))
+            raise SandboxError(copy_problem(Path(layer), Path(upper), result.stderr or "cp failed"))
 
     def close(self) -> None:
         self._finalizer()

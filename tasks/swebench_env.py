@@ -177,11 +177,8 @@ def clock_variables(row: dict) -> dict[str, str]:
     day = str(row.get("created_at") or "")[:10]
     if not any(_applies(rule, row.get("version", "")) for rule in rules) or not re.fullmatch(r"\d{4}-\d\d-\d\d", day):
         return {}
-    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(
-        platform.machine().lower(), platform.machine().lower()
-    )
-    return {
-        "LD_PRELOAD": FAKETIME_LIBRARY.format(arch=arch),
+    return {  # Debian's multiarch folder is Linux's machine name (x86_64, aarch64)
+        "LD_PRELOAD": FAKETIME_LIBRARY.format(arch=platform.machine()),
         "FAKETIME": f"@{day} 00:00:00",
         "DONT_FAKE_MONOTONIC": "1",
     }

@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -157,6 +158,4 @@ def _signal_handlers_are_put_back():
     for number in changed:
         signal.signal(number, before[number] if before[number] is not None else signal.SIG_DFL)
     if changed:
-        import warnings
-
         warnings.warn(f"SIGNAL-LEAK {', '.join(signal.Signals(n).name for n in changed)}: {changed}", stacklevel=1)

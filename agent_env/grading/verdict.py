@@ -159,11 +159,13 @@ def _verdict(
                 f"{twin.test}: its {twin.kind} canary, built to fail, exited 0"
             )
     notes = list(runs.prepared.skipped_twins)
-    xfailed_kept = [t for t in task.grading.pass_to_pass if statuses.get(t) == XFAIL]
-    in_control = (control_statuses() if control_statuses else statuses) if xfailed_kept else {}
+    # PASS_TO_PASS tests read as expected failures: the control run decides (run only then).
+    in_control: dict[str, str] = {}
+    if any(statuses.get(t) == XFAIL for t in task.grading.pass_to_pass):
+        in_control = control_statuses() if control_statuses is not None else statuses
     for test in wanted:
         if statuses.get(test) == XFAIL:
-            if test in xfailed_kept and in_control.get(test) == XFAIL:
+            if test in task.grading.pass_to_pass and in_control.get(test) == XFAIL:
                 statuses = {**statuses, test: PASSED}
                 notes.append(f"{test}: an expected failure in the pristine workspace too, counted as passed")
             else:
