@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +17,7 @@ from pathlib import Path
 from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patch, git_apply, run_fresh
 from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
 from agent_env.grading.logs import log_statuses, with_cut_ids
+from agent_env.grading.once import OncePerKey
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
     directives_of,
@@ -311,30 +311,27 @@ class Control:
     statuses: dict[str, str]
 
 
-_controls: dict[str, Control] = {}
-_controls_lock = threading.Lock()
+_controls: OncePerKey[Control] = OncePerKey()
 
 
 def control_run(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> Control:
-    """The control run of `task`, cached per task, workspace and test command for the
-    process: it decides who broke a crashed run, and which required tests the repository
-    itself expects to fail (`agent_env.grading.verdict`)."""
-    key = f"{task.id}:{task.workspace}:{task.grading.test_command}"
-    with _controls_lock:
-        if key in _controls:
-            return _controls[key]
-    try:
-        runs = run_tests(task, "", factory, random.Random(0))
+    """The control run of `task`, once per task, workspace and test command for the
+    process (concurrent gradings of one task wait for one run): it decides who broke a
+    crashed run, and which required tests the repository itself expects to fail
+    (`agent_env.grading.verdict`)."""
+
+    def run() -> Control:
+        try:
+            runs = run_tests(task, "", factory, random.Random(0))
+        except Crash as exc:
+            return Control(str(exc), {})
         if isinstance(runs, str):  # the empty patch always applies; kept for the type
             raise GradingError(f"task {task.id}: the pristine workspace refused an empty patch: {runs[:300]}")
         statuses, _ = log_statuses(task, runs.verdict.output)
         wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
-        control = Control(None, with_cut_ids(statuses, wanted))
-    except Crash as exc:
-        control = Control(str(exc), {})
-    with _controls_lock:
-        _controls[key] = control
-    return control
+        return Control(None, with_cut_ids(statuses, wanted))
+
+    return _controls.get((task.id, task.workspace, task.grading.test_command), run)
 
 
 def control_failure(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> str | None:

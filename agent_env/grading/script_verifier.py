@@ -56,7 +56,6 @@ import random
 import shutil
 import stat
 import tempfile
-import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ from pathlib import Path
 
 from agent_env.grading.applying import apply_agent_patch
 from agent_env.grading.canaries import expectation_twin, tail_twin
+from agent_env.grading.once import OncePerKey
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import PARALLEL_RUNS, sandbox_spec_for
@@ -294,25 +294,22 @@ class Control:
     names: frozenset[str]
 
 
-_controls: dict[str, Control] = {}
-_controls_lock = threading.Lock()
+_controls: OncePerKey[Control] = OncePerKey()
 
 
 def control_run(task: Task, factory: Callable[[SandboxSpec], Sandbox]) -> Control:
-    """The verifier run on the pristine workspace (cached per task for the process)."""
+    """The verifier run on the pristine workspace, once per task for the process
+    (concurrent gradings of one task wait for one run)."""
     assert task.verifier is not None
-    key = f"{task.id}:{task.workspace}:{task.verifier.tests_dir}"
-    with _controls_lock:
-        if key in _controls:
-            return _controls[key]
-    try:
-        run = run_script(task, "", factory)
-        control = Control(_crash(run.result) or (run.rewards if isinstance(run.rewards, str) else None), run.names)
-    except SandboxError as exc:
-        control = Control(f"the sandbox failed: {exc}", frozenset())
-    with _controls_lock:
-        _controls[key] = control
-    return control
+
+    def run() -> Control:
+        try:
+            run = run_script(task, "", factory)
+        except SandboxError as exc:
+            return Control(f"the sandbox failed: {exc}", frozenset())
+        return Control(_crash(run.result) or (run.rewards if isinstance(run.rewards, str) else None), run.names)
+
+    return _controls.get((task.id, task.workspace, task.verifier.tests_dir), run)
 
 
 def _twin_verdicts(
