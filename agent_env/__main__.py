@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 from agent_env.validate import TaskValidation, validate_tasks
-from agent_env.validate_run import RESULTS, SUMMARY, TABLE, parse_shard, read_records, shard, spec_order
+from agent_env.validate_run import RESULTS, SUMMARY, TABLE, finished_ids, parse_shard, read_records, shard, spec_order
 from sandboxes.console import interrupted, interrupts, setup_logging
 from tasks import TaskError, add_source_arguments, load_sources
 from tasks.spec import workspace_cache_dir
@@ -99,7 +99,10 @@ def validate(
     prune: bool = False,
     redo: frozenset[str] = frozenset(),
 ) -> int:
-    tasks = load_sources(paths, repo_cache, instances)
+    # A resumed run's graded rows need no workspace: their checkouts (tens of GB over all
+    # of Verified) are not made again.
+    done = finished_ids(out, redo) if out is not None else frozenset()
+    tasks = load_sources(paths, repo_cache, instances, no_checkout=done)
     if shard_of is not None:
         tasks = shard(spec_order(tasks, sandbox), *shard_of)
         print(f"shard {shard_of[0]}/{shard_of[1]}: {len(tasks)} task(s)", flush=True)

@@ -181,6 +181,12 @@ def append_record(path: Path, record: RowRecord) -> None:
         os.close(fd)
 
 
+def finished_ids(out: Path, redo: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The tasks a run into `out` has a verdict for that `redo` does not ask again: `run`
+    skips them, and their workspaces need not be made (`tasks.load_sources`' `no_checkout`)."""
+    return frozenset(r.task_id for r in read_records(out / RESULTS) if r.status not in redo)
+
+
 def eta(done: int, remaining: int, seconds: float) -> str:
     """Time left at the pace so far, as `1h05m`, `4m10s` or `?` before the first task."""
     if done == 0:
@@ -213,7 +219,7 @@ def run(
     environment; the new verdict is appended and is the one that counts."""
     out.mkdir(parents=True, exist_ok=True)
     results = out / RESULTS
-    finished = {r.task_id for r in read_records(results) if r.status not in redo}
+    finished = finished_ids(out, redo)
     groups = spec_groups((t for t in tasks if t.id not in finished), backend)
     todo = [task for group in groups for task in group]
     if finished:

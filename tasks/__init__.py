@@ -62,17 +62,21 @@ def add_source_arguments(parser) -> None:
 
 
 def load_sources(
-    paths: Sequence[str], repo_cache: str | Path | None = None, instances: list[str] | None = None
+    paths: Sequence[str],
+    repo_cache: str | Path | None = None,
+    instances: list[str] | None = None,
+    no_checkout: frozenset[str] = frozenset(),
 ) -> list[Task]:
     """The tasks of every command-line source (the built-in suite when none is named),
     `instances` only when given; a `stream:NAME` source gives every task its phases pick
-    (variants included), once each."""
+    (variants included), once each. Rows in `no_checkout` are not checked out
+    (`load_task_set`)."""
     from tasks.streams import load_stream, stream_path
 
     streams = [name for name in map(stream_path, paths) if name is not None]
     sources = [path for path in paths if stream_path(path) is None]
     tasks = (
-        list(load_task_set(sources or "builtin", instances or None, repo_cache=repo_cache))
+        list(load_task_set(sources or "builtin", instances or None, repo_cache=repo_cache, no_checkout=no_checkout))
         if sources or not streams
         else []
     )

@@ -105,15 +105,17 @@ def describe(clone: Path, commit: str) -> tuple[str, int, str] | None:
 
 
 def checkout_workspace(
-    clone: Path, commit: str, *, name: str, edits: tuple[str, ...] = (), where: str = "workspace"
+    clone: Path, commit: str, *, name: str, edits: tuple[str, ...] = (), where: str = "workspace", make: bool = True
 ) -> Path:
     """`commit` of `clone` as a one-commit repository (see the module docstring), built once
-    and cached; `edits` are shell steps run in the checkout first. Errors name `where`."""
+    and cached; `edits` are shell steps run in the checkout first. Errors name `where`.
+    `make=False`: only the path it has once made (a resumable run's finished rows need no
+    checkout, which costs seconds and up to a few hundred MB each)."""
     if not COMMIT.match(commit):
         raise TaskError(f"{where}: {commit!r} is not a commit id")
     digest = hashlib.sha256("\0".join(edits).encode()).hexdigest()[:8]
     target = workspace_cache_dir() / "git" / f"{name}-{commit[:12]}-{digest}"
-    if (target / ".git").is_dir():
+    if not make or (target / ".git").is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target.parent / f".{target.name}.lock"):

@@ -110,7 +110,10 @@ def _sources(source: TaskSource | Sequence[TaskSource]) -> list[str]:
 
 
 def load_task_set(
-    source: TaskSource | Sequence[TaskSource], ids: list[str] | None = None, repo_cache: str | Path | None = None
+    source: TaskSource | Sequence[TaskSource],
+    ids: list[str] | None = None,
+    repo_cache: str | Path | None = None,
+    no_checkout: frozenset[str] = frozenset(),
 ) -> list[Task]:
     """Tasks from one source or several, loaded together: `builtin`, a folder or YAML of task
     definitions, or SWE-bench rows (a `.jsonl` path, `verified`, or a Hugging Face dataset
@@ -118,7 +121,8 @@ def load_task_set(
     source has is a one-line error naming it, the sources and the closest known ids, and an
     id in two sources one naming both. `repo_cache` is a folder of git clones that SWE-bench
     rows' workspaces are made from (see `tasks.repos`); their environments are then built per
-    backend by `agent_env.prepare_environment`."""
+    backend by `agent_env.prepare_environment`. Rows in `no_checkout` (a resumable run's
+    finished ones) are named with their workspace's path but not checked out."""
     sources = _sources(source)
     repo_cache = Path(repo_cache).expanduser() if repo_cache else None  # `~/swe-repos` in a config
     wanted = set(ids or ())
@@ -129,11 +133,11 @@ def load_task_set(
         if kind in ("rows", "hub"):
             from tasks.swebench import swebench_tasks
 
-            entries, loaded = swebench_tasks(name, wanted or None, repo_cache)
+            entries, loaded = swebench_tasks(name, wanted or None, repo_cache, no_checkout)
         elif kind == "training":
             from tasks.training_sets import training_tasks
 
-            entries, loaded = training_tasks(name, wanted or None, repo_cache)
+            entries, loaded = training_tasks(name, wanted or None, repo_cache, no_checkout)
         elif kind == "harbor":
             from tasks.harbor import harbor_path, load_harbor_tasks
 

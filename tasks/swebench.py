@@ -81,10 +81,11 @@ def harness_spec(row: dict) -> dict:
     }
 
 
-def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = None) -> Task:
+def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = None, checkout: bool = True) -> Task:
     """One SWE-bench row as a `Task`; errors name the row and the field. With a
     `repo_cache`, the workspace is made from the row's clone in it and the sandbox
-    definition asks for the row's environment (see the module docstring)."""
+    definition asks for the row's environment (see the module docstring). `checkout=False`:
+    the workspace is named, not made (a row a resumable run has graded already)."""
     missing = [key for key in REQUIRED if not row.get(key)]
     if missing:
         raise TaskError(f"{where}: missing field(s) {missing}")
@@ -105,7 +106,9 @@ def row_to_task(row: dict, where: str = "row", repo_cache: str | Path | None = N
             clone = find_clone(Path(repo_cache), row["repo"], row["base_commit"], row_name)
             sandbox, edits = row_environment(row, clone, row_name, downloads=Path(repo_cache) / "downloads")
             name = row["repo"].replace("/", "__")
-            workspace = checkout_workspace(clone, row["base_commit"], name=name, edits=edits, where=row_name)
+            workspace = checkout_workspace(
+                clone, row["base_commit"], name=name, edits=edits, where=row_name, make=checkout
+            )
         except TaskError as exc:  # the row is reported as unavailable, with why; the rest still run
             workspace, sandbox, reason = None, {}, str(exc)
     return Task(
@@ -183,10 +186,14 @@ def _hub_rows(source: str) -> Iterable[tuple[str, dict]]:
 
 
 def swebench_tasks(
-    source: str | Path, wanted: set[str] | None = None, repo_cache: str | Path | None = None
+    source: str | Path,
+    wanted: set[str] | None = None,
+    repo_cache: str | Path | None = None,
+    no_checkout: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, str]], list[Task]]:
     """Every row's (instance id, where) in `source`, and the rows as tasks (only those in
-    `wanted`, when given; ids not there are no error: `tasks.load_task_set` decides)."""
+    `wanted`, when given; ids not there are no error: `tasks.load_task_set` decides). Rows
+    in `no_checkout` get their workspace's path, not its checkout (`row_to_task`)."""
     if str(source) == "verified":
         source = HF_DATASETS[0]
     if repo_cache is not None and not Path(repo_cache).is_dir():
@@ -200,7 +207,7 @@ def swebench_tasks(
             rows[instance] = (where, row)
     # Making a workspace from a clone takes a second or two the first time (cached after).
     progress = tqdm(rows.values(), desc="swe-bench rows", unit="row", disable=repo_cache is None or len(rows) < 5)
-    tasks = [row_to_task(row, where, repo_cache) for where, row in progress]
+    tasks = [row_to_task(row, where, repo_cache, row["instance_id"] not in no_checkout) for where, row in progress]
     return list(entries.items()), list({task.id: task for task in tasks}.values())
 
 

@@ -338,10 +338,14 @@ def r2e_gym_row(row: dict, where: str) -> dict:
 
 
 def training_tasks(
-    source: str, wanted: set[str] | None = None, repo_cache: str | Path | None = None
+    source: str,
+    wanted: set[str] | None = None,
+    repo_cache: str | Path | None = None,
+    no_checkout: frozenset[str] = frozenset(),
 ) -> tuple[list[tuple[str, str]], list[Task]]:
     """Every row's (instance id, where) in `source` (`swe-gym:PATH` ...), and the rows as
-    tasks (only those in `wanted`, when given)."""
+    tasks (only those in `wanted`, when given; those in `no_checkout` without their
+    workspace's checkout, `tasks.swebench.row_to_task`)."""
     split = split_source(source)
     if split is None:
         raise TaskError(f"{source}: not a training set source; write {', '.join(f'{f}:PATH' for f in FORMS)}")
@@ -353,13 +357,13 @@ def training_tasks(
         row = convert(raw, where)
         entries.setdefault(row["instance_id"], where)
         if (not wanted or row["instance_id"] in wanted) and row["instance_id"] not in tasks:
-            tasks[row["instance_id"]] = _task(form, row, where, repo_cache)
+            tasks[row["instance_id"]] = _task(form, row, where, repo_cache, row["instance_id"] not in no_checkout)
     return list(entries.items()), list(tasks.values())
 
 
-def _task(form: str, row: dict, where: str, repo_cache: str | Path | None) -> Task:
+def _task(form: str, row: dict, where: str, repo_cache: str | Path | None, checkout: bool = True) -> Task:
     if form == "swe-gym":
-        task = row_to_task(row, where, repo_cache)
+        task = row_to_task(row, where, repo_cache, checkout)
         if task.unavailable and row.get("image"):
             return replace(task, unavailable=f"{task.unavailable}; or run it in its published image {row['image']}")
         return task

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent_env import ToolEnv, grade_patch, prepare_environment
-from tasks import load_task_set
+from tasks import load_sources, load_task_set
 from tasks.repos import clone_candidates, find_clone
 from tasks.spec import TaskError
 from tasks.swebench import load_swebench, row_to_task
@@ -90,6 +90,32 @@ def test_rows_without_a_usable_clone_say_which_row_and_path(tmp_path, cache):
     assert "--repo-cache" in task.unavailable
     with pytest.raises(TaskError, match="no such folder"):
         load_task_set(str(rows), repo_cache=tmp_path / "nope")
+
+
+def test_a_resumed_run_makes_no_workspace_for_the_rows_it_has_graded(tmp_path, cache, monkeypatch, capsys):
+    """`validate --out DIR` again: a row with a verdict there is named, not checked out
+    (over Verified, the checkouts take tens of GB); `--redo` checks it out to grade it."""
+    from agent_env.__main__ import main
+    from agent_env.validate_run import RowRecord, append_record
+
+    monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path / "cache"))
+    root, commits = cache
+    rows = repo.write_rows(tmp_path / "rows.jsonl", [repo.requests_row(commits)])
+    out = tmp_path / "run"
+    out.mkdir()
+    graded = RowRecord(
+        task_id="psf__requests-1142", repo="psf/requests", version="1.1", status="failed", fail_to_pass=1,
+        pass_to_pass=5, env_seconds=1.0, env_built=False, test_seconds=1.0,
+    )  # fmt: skip
+    append_record(out / "results.jsonl", graded)
+    assert main(["validate", str(rows), "--repo-cache", str(root), "--out", str(out)]) == 1  # its FAIL stands
+    assert "0/1 tasks valid, 1 failed" in capsys.readouterr().out
+    workspaces = tmp_path / "cache" / "workspaces" / "git"
+    assert not workspaces.exists() or not any(workspaces.iterdir())
+    (named,) = load_sources([str(rows)], root, no_checkout=frozenset({"psf__requests-1142"}))
+    assert named.workspace.parent == workspaces and not named.workspace.exists()
+    (task,) = load_swebench(rows, repo_cache=root)  # as `--redo failed` loads it: checked out, there
+    assert task.workspace == named.workspace and (task.workspace / ".git").is_dir()
 
 
 def test_the_harness_spec_becomes_pip_steps_for_its_python(cache):
