@@ -7,13 +7,22 @@ from agent_env.checker import EnvCheckError, check_env
 from agent_env.env import SYSTEM_PROMPT, SandboxCost, ToolEnv
 from agent_env.environments import needs_environment, prepare_environment, prepare_environments
 from agent_env.gold import gold_actions
-from agent_env.grading import GradeResult, GradingError, grade_patch, network_error, network_failure, sandbox_spec_for
+from agent_env.grading import (
+    GradeMemo,
+    GradeResult,
+    GradingError,
+    grade_patch,
+    network_error,
+    network_failure,
+    sandbox_spec_for,
+)
 from agent_env.tools import TOOL_SCHEMAS, ToolCall, ToolCallError, format_tool_call, parse_tool_calls, tool_schemas
 
 __all__ = [
     "SYSTEM_PROMPT",
     "TOOL_SCHEMAS",
     "EnvCheckError",
+    "GradeMemo",
     "GradeResult",
     "GradingError",
     "SandboxCost",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_env.editor import ToolRunner
-from agent_env.grading import GradeResult, GradingError, grade_patch, sandbox_spec_for
+from agent_env.grading import GradeMemo, GradeResult, GradingError, grade_patch, sandbox_spec_for
 from agent_env.tools import ToolCallError, parse_tool_calls, tool_schemas
 from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox, started_warm
 from tasks import Task
@@ -90,6 +90,9 @@ class SandboxCost:
     """Of `grading_seconds`: closing the grading sandboxes."""
     close_seconds: float = 0.0
     """Closing the agent's sandbox (the end of `lifetime_seconds`)."""
+    graded_from_memo: bool = False
+    """The verdict was one given before to the same diff (`agent_env.grading.memo`): its
+    grading seconds are the diff's alone."""
 
     @property
     def sandbox_seconds(self) -> float:
@@ -111,12 +114,16 @@ class ToolEnv:
         max_output_chars: int = 4000,
         max_format_errors: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        grade_memo: GradeMemo | None = None,
     ) -> None:
         """`max_format_errors`: end the episode (graded as it stands, `end="format_errors"`)
         after this many malformed replies in a row; None lets the agent retry until its
         turns run out, as OpenHands and mini-swe-agent do. `clock` times the episode's
-        `cost` (and the rollout's timings of it): seconds, monotonic."""
+        `cost` (and the rollout's timings of it): seconds, monotonic. `grade_memo`: verdicts
+        shared by the envs of one process, so that a diff graded before is not graded again
+        (`agent_env.grading.memo`; forks share it)."""
         self.task = task
+        self.grade_memo = grade_memo
         self.clock = clock
         self.max_format_errors = max_format_errors
         self.sandbox_factory = sandbox_factory or make_sandbox
@@ -284,8 +291,12 @@ class ToolEnv:
             return self._blame_broken_sandbox(exc)
         self.done = True
         grade: GradeResult | None = None
+
+        def graded() -> GradeResult:
+            return grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory, clock=self.clock)
+
         try:
-            grade = grade_patch(self.task, patch, sandbox_factory=self.sandbox_factory, clock=self.clock)
+            grade = graded() if self.grade_memo is None else self.grade_memo.grade(self.task, patch, graded)
         finally:
             self._book_grading(grade, self.clock() - began)
         info = {
@@ -304,6 +315,7 @@ class ToolEnv:
         (`GradeResult.seconds`), and the rest (the diff, the sandbox start, the setup, or all
         of it when no grade came) as setup."""
         seconds = grade.seconds if grade is not None else {}
+        self.cost.graded_from_memo = grade is not None and grade.from_memo
         tests = seconds.get("tests", 0.0)
         canaries = seconds.get("canaries", 0.0)
         teardown = seconds.get("teardown", 0.0)

@@ -147,6 +147,11 @@ class RolloutConfig(_Section):
     """With `sandbox_pool`: the most tasks a worker keeps warm at once (those it ran most
     recently; a task pushed out has its idle sandboxes closed), which bounds the idle
     sandboxes at `sandbox_pool * sandbox_pool_tasks` per worker."""
+    grading_memo: bool = True
+    """Each rollout worker grades a (task, diff) pair once and gives later episodes that end
+    with the same diff the same verdict, without a sandbox (`agent_env.grading.memo`): most
+    episodes of a run end with a diff seen before (the empty one, the learned fix). Off: every
+    episode's diff is graded anew, so a flaky test can score one diff both ways."""
 
 
 class SAPOConfig(_Section):

@@ -51,6 +51,7 @@ PLOTTED = (
         "share of episode wall time waiting on the sandbox / the engine",
     ),
     (("cold_starts", "warm_starts"), "sandbox starts per step: cold / warm (from the pool)"),
+    ("memo_verdicts", "verdicts per step from the grading memo (no sandbox ran)"),
 )
 """Panels of `metrics.png`: a field, or a tuple of fields drawn as lines of one panel."""
 

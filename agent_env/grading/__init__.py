@@ -17,12 +17,14 @@ from agent_env.grading.logs import (
     network_error,
     network_failure,
 )
+from agent_env.grading.memo import GradeMemo
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import sandbox_spec_for
 from agent_env.grading.verdict import MAX_PATCH_BYTES, describe, grade_patch
 
 __all__ = [
     "MAX_PATCH_BYTES",
+    "GradeMemo",
     "GradeResult",
     "GradingError",
     "describe",

@@ -45,6 +45,9 @@ class GradeResult:
     seconds: dict[str, float] = field(default_factory=dict)
     """Where the grading's time went: seconds in each of `agent_env.grading.runs.PHASES`
     (start, setup, tests, canaries, teardown); empty when no sandbox ran."""
+    from_memo: bool = False
+    """The verdict given earlier in this process to the same diff of the same task
+    (`agent_env.grading.memo`): no sandbox ran for this one."""
 
     @property
     def score(self) -> float:

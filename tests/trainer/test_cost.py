@@ -80,6 +80,7 @@ def test_the_summary_sums_times_counts_starts_and_weighs_fractions_by_wall_time(
         "cold_starts": 1,
         "warm_starts": 1,
         "fork_starts": 1,
+        "memo_verdicts": 0,
         "sandbox_wait_fraction": 0.3125,  # (1.75 + 3 + 7.25 + 0.5) / 40
         "engine_wait_fraction": 0.5,  # 20 / 40
     }
@@ -97,6 +98,7 @@ def test_a_linear_episode_records_where_its_time_went(chat):
     assert trajectory.end == "finish"
     assert episode_cost(trajectory) == {
         "sandbox_start": "cold",
+        "graded_from_memo": False,
         "sandbox_start_seconds": START_S,
         "tool_seconds": SLOW_S,
         "grading_seconds": GRADING_S,
@@ -120,14 +122,14 @@ def test_a_trees_branches_each_count_their_own_part_and_add_up_to_the_tree(chat)
     assert stats.branches == 2 and child.parent == root.branch_id
     # root: start 3, turn 1 (5 + 2); the fork (0.5) is the child's; turn 2 (5 + grading 3.5)
     assert episode_cost(root) == {
-        "sandbox_start": "cold", "sandbox_start_seconds": START_S, "tool_seconds": SLOW_S,
+        "sandbox_start": "cold", "graded_from_memo": False, "sandbox_start_seconds": START_S, "tool_seconds": SLOW_S,
         "grading_seconds": GRADING_S, **SPLIT, "engine_seconds": 2 * ENGINE_S,
         "sandbox_seconds": 19.0 + GRADING_S,  # alive from 0 to 19 (the fork ran in its life)
         "wall_seconds": 18.5,
     }  # fmt: skip
     # child: forked at 10 (0.5), its turn 2 from 19 (5 + grading 3.5), closed at 27.5
     assert episode_cost(child) == {
-        "sandbox_start": "fork", "sandbox_start_seconds": FORK_S, "tool_seconds": 0.0,
+        "sandbox_start": "fork", "graded_from_memo": False, "sandbox_start_seconds": FORK_S, "tool_seconds": 0.0,
         "grading_seconds": GRADING_S, **SPLIT, "engine_seconds": ENGINE_S,
         "sandbox_seconds": 17.5 + GRADING_S, "wall_seconds": 9.0,
     }  # fmt: skip
@@ -159,7 +161,7 @@ def test_the_step_record_carries_the_steps_cost():
     assert "sandbox_seconds" not in empty
 
 
-def test_the_plot_has_the_three_cost_panels(tmp_path):
+def test_the_plot_has_the_four_cost_panels(tmp_path):
     import matplotlib.image
 
     metrics = tmp_path / "metrics.jsonl"
@@ -169,5 +171,6 @@ def test_the_plot_has_the_three_cost_panels(tmp_path):
     costed = [{**r, **cost_summary(RECORDED[: r["step"]])} for r in records]
     metrics.write_text("".join(json.dumps(r) + "\n" for r in costed))
     with_cost = matplotlib.image.imread(plot(metrics, tmp_path / "cost.png"))
-    # sandbox-seconds; the sandbox and engine wait fractions; cold and warm starts (2 inches each at 100 dpi)
-    assert with_cost.shape[0] - plain.shape[0] == 3 * 200
+    # sandbox-seconds; the sandbox and engine wait fractions; cold and warm starts; verdicts
+    # from the grading memo (2 inches each at 100 dpi)
+    assert with_cost.shape[0] - plain.shape[0] == 4 * 200

@@ -49,18 +49,22 @@ def record_sandbox_cost(trajectory: Trajectory, cost: SandboxCost) -> None:
     for name in (*GRADING_PHASES, "close_seconds"):
         setattr(trajectory, name, getattr(cost, name))
     trajectory.sandbox_seconds = cost.sandbox_seconds
+    trajectory.graded_from_memo = cost.graded_from_memo
 
 
 def episode_cost(trajectory: Trajectory) -> dict[str, float | str]:
     """A trajectory's cost fields as a dict (what an evaluation record keeps), seconds to
     the millisecond."""
-    return {"sandbox_start": trajectory.sandbox_start} | {name: round(getattr(trajectory, name), 3) for name in SECONDS}
+    return {"sandbox_start": trajectory.sandbox_start, "graded_from_memo": trajectory.graded_from_memo} | {
+        name: round(getattr(trajectory, name), 3) for name in SECONDS
+    }
 
 
 def cost_summary(episodes: Iterable[Mapping]) -> dict[str, float | int]:
     """The cost of a set of episodes (each an `episode_cost` dict; missing fields count as
     0): each time summed (`<field>`), the mean start (`sandbox_start_seconds_mean`), the
-    starts by kind (`cold_starts`, `warm_starts`, `fork_starts`), and the shares of the
+    starts by kind (`cold_starts`, `warm_starts`, `fork_starts`), the verdicts that came
+    from the grading memo (`memo_verdicts`, no sandbox ran for them), and the shares of the
     summed wall time spent waiting on the sandbox (start, tool calls, grading, the close) and
     on the engine. Empty for no episodes."""
     episodes = list(episodes)
@@ -73,6 +77,7 @@ def cost_summary(episodes: Iterable[Mapping]) -> dict[str, float | int]:
     out["sandbox_start_seconds_mean"] = round(sums["sandbox_start_seconds"] / len(episodes), 4)
     for kind in STARTS:
         out[f"{kind}_starts"] = sum(1 for e in episodes if e.get("sandbox_start") == kind)
+    out["memo_verdicts"] = sum(1 for e in episodes if e.get("graded_from_memo"))
     out["sandbox_wait_fraction"] = round(waiting / wall, 4) if wall > 0 else 0.0
     out["engine_wait_fraction"] = round(sums["engine_seconds"] / wall, 4) if wall > 0 else 0.0
     return out

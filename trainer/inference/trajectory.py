@@ -72,6 +72,8 @@ class Trajectory:
     """Of grading: closing its sandboxes."""
     close_seconds: float = 0.0
     """Closing the agent's sandbox at the episode's end."""
+    graded_from_memo: bool = False
+    """Its verdict was one given before to the same diff (`agent_env.grading.memo`)."""
     engine_seconds: float = 0.0
     """Waiting on the engine for the policy's replies (queueing for it included)."""
     sandbox_seconds: float = 0.0

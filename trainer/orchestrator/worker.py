@@ -73,6 +73,11 @@ class RolloutWorker:
         self.tasks = {task.id: task for task in tasks}  # loaded (and environments built) by the driver
         self.chat = ChatFormat(load_tokenizer(model))
         self.sandbox_factory = sandbox_factory or make_sandbox_factory(sandbox_backend)
+        self.grade_memo = None
+        if settings.grading_memo:  # a diff graded once per worker (agent_env.grading.memo)
+            from agent_env import GradeMemo
+
+            self.grade_memo = GradeMemo()
         self.pool = None
         if settings.sandbox_pool > 0:  # warm starts: sandboxes started ahead, per task (sandboxes.pool)
             from sandboxes import SandboxPool
@@ -253,6 +258,7 @@ class RolloutWorker:
             max_turns=min(s.max_turns, task.limits.max_turns),
             max_output_chars=s.max_observation_chars,
             max_format_errors=s.max_format_errors,
+            grade_memo=self.grade_memo,
         )
         engine = _TurnEngine(self, job.version)
         try:

@@ -1,0 +1,74 @@
+"""Verdicts already given in this process, by task and patch: the same patch of the same task
+is graded once.
+
+In RL most episodes end with a diff some earlier episode already submitted: the empty diff
+of an episode that never edited, the gold-like edit once the policy has learned it. In a
+`make train-swe` run, 307 of the 320 episodes its samples.jsonl kept ended with a (task,
+diff) pair seen before (docs/grading.md, "In training, a diff is graded once"). Grading is a function of the task and the
+diff: the verdict run, the canary twins and the control runs all start from the task's
+workspace with that diff applied, and nothing of the episode's sandbox reaches them. So a
+second grading of one diff can only repeat the first, minus the noise of tests that are
+themselves flaky, and costs the sandbox time of a whole grading.
+
+What is never kept: a verdict `grading_crashed_by_patch` (a test run that timed out or hit a
+limit may do so only under load), and anything that raised (`GradingError`, `SandboxError`).
+The key is the diff's bytes and everything of the task that grading reads, so a variant of a
+task (another workspace, other tests) is graded anew. A policy gains nothing from the memo:
+it returns only what grading that same diff returned, and the canaries' random form was
+drawn for that diff already.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+
+from agent_env.grading.once import OncePerKey
+from agent_env.grading.result import GradeResult
+from tasks import Task
+
+UNKEPT_RULES = frozenset({"grading_crashed_by_patch"})
+"""Verdicts with these rules are not kept: the crash may be the machine's load, not the diff."""
+
+
+def memo_key(task: Task, patch: str) -> tuple[str, ...]:
+    """What a verdict depends on: the task's id, workspace, test patch, grading and verifier
+    definitions (as their reprs: dataclasses with lists), and the diff, by content."""
+
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode(errors="surrogateescape")).hexdigest()
+
+    return (
+        task.id,
+        str(task.workspace),
+        digest(task.test_patch),
+        digest(repr(task.grading)),
+        digest(repr(task.verifier)),
+        digest(patch),
+    )
+
+
+class GradeMemo:
+    """A process's verdicts by (task, diff), the `max_entries` most recently used kept;
+    concurrent gradings of one diff wait for the first (`OncePerKey`)."""
+
+    def __init__(self, max_entries: int = 1024) -> None:
+        self._verdicts: OncePerKey[GradeResult] = OncePerKey(max_entries)
+
+    def grade(self, task: Task, patch: str, grade: Callable[[], GradeResult]) -> GradeResult:
+        """`grade()`'s verdict for this task and diff, or the one given to them before, as
+        `from_memo` with no sandbox seconds (no sandbox ran for it)."""
+        computed: list[GradeResult] = []
+
+        def run() -> GradeResult:
+            computed.append(grade())
+            return computed[0]
+
+        result = self._verdicts.get(memo_key(task, patch), run, keep=lambda r: not UNKEPT_RULES.intersection(r.blocked))
+        if computed:
+            return result
+        return dataclasses.replace(result, seconds={}, from_memo=True)
+
+    def __len__(self) -> int:
+        return len(self._verdicts)
