@@ -148,10 +148,11 @@ class RolloutConfig(_Section):
     recently; a task pushed out has its idle sandboxes closed), which bounds the idle
     sandboxes at `sandbox_pool * sandbox_pool_tasks` per worker."""
     grading_memo: bool = True
-    """Each rollout worker grades a (task, diff) pair once and gives later episodes that end
-    with the same diff the same verdict, without a sandbox (`agent_env.grading.memo`): most
-    episodes of a run end with a diff seen before (the empty one, the learned fix). Off: every
-    episode's diff is graded anew, so a flaky test can score one diff both ways."""
+    """Each rollout worker keeps the verdicts of the (task, diff) pairs it graded and gives
+    later episodes that end with the same diff the kept verdict, without a sandbox
+    (`agent_env.grading.memo`: a paying verdict is kept once two gradings agree, a diff graded
+    both ways never): most episodes of a run end with a diff seen before (the empty one, the
+    learned fix). Off: every episode's diff is graded anew."""
 
 
 class SAPOConfig(_Section):

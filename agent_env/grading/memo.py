@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
+from collections import OrderedDict
 from collections.abc import Callable
 
 from agent_env.grading.once import OncePerKey
@@ -51,24 +53,57 @@ def memo_key(task: Task, patch: str) -> tuple[str, ...]:
 
 class GradeMemo:
     """A process's verdicts by (task, diff), the `max_entries` most recently used kept;
-    concurrent gradings of one diff wait for the first (`OncePerKey`)."""
+    concurrent gradings of one diff wait for the first (`OncePerKey`).
 
-    def __init__(self, max_entries: int = 1024) -> None:
+    The memo never pays a diff more, on average, than grading it every time would, even a
+    diff that passes at random (a hack that beats the canaries now and then, a flaky test):
+    - a verdict that pays nothing, when no grading of that diff paid before, is kept at once;
+    - one that pays (score > 0) is kept once `confirmations` gradings in a row gave it;
+    - a diff graded both ways is unsteady: never kept, graded every time, as without a memo.
+    With 2 confirmations, a diff that passes with probability p is kept paying with
+    probability p ** 2 and graded afresh with p * (1 - p), so later episodes earn
+    p ** 2 * (2 - p) <= p on average; a diff that always passes is graded twice."""
+
+    def __init__(self, max_entries: int = 1024, confirmations: int = 2) -> None:
+        self.confirmations = confirmations
         self._verdicts: OncePerKey[GradeResult] = OncePerKey(max_entries)
+        self._history: OrderedDict[tuple[str, ...], tuple[float, int]] = OrderedDict()
+        """Per diff graded but not kept: (the score its gradings gave so far, how many), or
+        (nan, 0) once it was graded both ways (unsteady)."""
+        self._max_history = max_entries
 
     def grade(self, task: Task, patch: str, grade: Callable[[], GradeResult]) -> GradeResult:
-        """`grade()`'s verdict for this task and diff, or the one given to them before, as
+        """`grade()`'s verdict for this task and diff, or the one kept for them, as
         `from_memo` with no sandbox seconds (no sandbox ran for it)."""
+        key = memo_key(task, patch)
         computed: list[GradeResult] = []
 
         def run() -> GradeResult:
             computed.append(grade())
             return computed[0]
 
-        result = self._verdicts.get(memo_key(task, patch), run, keep=lambda r: not UNKEPT_RULES.intersection(r.blocked))
+        result = self._verdicts.get(key, run, keep=lambda verdict: self._keep(key, verdict))
         if computed:
             return result
         return dataclasses.replace(result, seconds={}, from_memo=True)
+
+    def _keep(self, key: tuple[str, ...], verdict: GradeResult) -> bool:
+        # Called by OncePerKey under its lock, one grading of a key at a time.
+        if UNKEPT_RULES.intersection(verdict.blocked):
+            return False  # says nothing of the diff either way
+        score, count = self._history.pop(key, (verdict.score, 0))
+        if score != verdict.score or math.isnan(score):
+            self._remember(key, (math.nan, 0))  # graded both ways: unsteady for good
+            return False
+        if verdict.score <= 0 or count + 1 >= self.confirmations:
+            return True
+        self._remember(key, (score, count + 1))
+        return False
+
+    def _remember(self, key: tuple[str, ...], entry: tuple[float, int]) -> None:
+        self._history[key] = entry
+        while len(self._history) > self._max_history:
+            self._history.popitem(last=False)
 
     def __len__(self) -> int:
         return len(self._verdicts)

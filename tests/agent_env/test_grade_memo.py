@@ -31,21 +31,49 @@ def _verdict(resolved: bool, *blocked: str) -> GradeResult:
     return GradeResult(resolved=resolved, patch_applied=True, blocked=blocked, seconds={"tests": 1.5})
 
 
-def test_a_second_grading_of_one_diff_is_the_first_verdict_without_its_seconds():
-    memo, calls = GradeMemo(), []
+def _sequence(*scores: bool) -> tuple[list[int], object]:
+    """A grader that gives these verdicts in turn, and the list of its calls."""
+    calls: list[int] = []
 
     def grade() -> GradeResult:
         calls.append(1)
-        return _verdict(True)
+        return _verdict(scores[len(calls) - 1])
 
-    first = memo.grade(TASK, "diff A", grade)
-    again = memo.grade(TASK, "diff A", grade)
-    assert calls == [1] and not first.from_memo and first.seconds == {"tests": 1.5}
-    assert again == dataclasses.replace(first, seconds={}, from_memo=True)
-    # One byte more (a trailing space, what a policy would try to dodge a cached 0 or find a
-    # cached 1 with) is another diff: graded anew.
-    memo.grade(TASK, "diff A ", grade)
-    assert calls == [1, 1]
+    return calls, grade
+
+
+def test_a_diff_that_pays_is_kept_once_two_gradings_agree_and_given_back_without_seconds():
+    memo = GradeMemo()
+    calls, grade = _sequence(True, True)
+    first, second, third = (memo.grade(TASK, "diff A", grade) for _ in range(3))
+    assert len(calls) == 2 and not first.from_memo and not second.from_memo
+    assert third == dataclasses.replace(second, seconds={}, from_memo=True) and third.resolved
+    # One byte more (a trailing space, what a policy would try to find a kept 1 with) is
+    # another diff: graded anew.
+    memo.grade(TASK, "diff A ", lambda: _verdict(False))
+    assert not memo.grade(TASK, "diff A ", lambda: _verdict(True)).resolved  # its 0 was kept
+    assert len(calls) == 2
+
+
+def test_a_diff_that_pays_nothing_is_kept_at_once():
+    memo = GradeMemo()
+    calls, grade = _sequence(False)
+    assert not memo.grade(TASK, "", grade).from_memo
+    again = memo.grade(TASK, "", grade)
+    assert again.from_memo and not again.resolved and len(calls) == 1
+
+
+def test_a_diff_graded_both_ways_is_graded_every_time_and_never_pays_more_than_without_a_memo():
+    """A hack that beats the canaries now and then: its lucky pass is never kept."""
+    memo = GradeMemo()
+    calls, grade = _sequence(True, False, True, True, True, True)
+    verdicts = [memo.grade(TASK, "random hack", grade).resolved for _ in range(6)]
+    assert verdicts == [True, False, True, True, True, True] and len(calls) == 6  # all graded
+    assert not any(memo.grade(TASK, "random hack", lambda: _verdict(False)).from_memo for _ in range(2))
+    # Its first grading failed, then it passed: kept at 0 from the first (it never paid more
+    # than grading it every time would, on average: docstring of GradeMemo).
+    calls, grade = _sequence(False, True)
+    assert [memo.grade(TASK, "unlucky", grade).resolved for _ in range(2)] == [False, False] and len(calls) == 1
 
 
 def test_what_grading_reads_of_the_task_is_part_of_the_key():
@@ -85,7 +113,7 @@ def test_a_crash_blamed_on_the_diff_and_an_error_are_never_kept():
 
     with pytest.raises(RuntimeError, match="could not start"):
         memo.grade(TASK, "diff", infra)
-    assert memo.grade(TASK, "diff", lambda: _verdict(True)).resolved  # graded, not an old failure
+    assert memo.grade(TASK, "diff", lambda: _verdict(True)).resolved  # graded: nothing was kept
     # A blocked but kept rule (a reward hack caught) is the diff's own doing: kept.
     memo.grade(TASK, "hack", lambda: _verdict(False, "canary_passed"))
     assert memo.grade(TASK, "hack", crashed).blocked == ("canary_passed",) and calls == ["crash", "crash"]
@@ -94,18 +122,18 @@ def test_a_crash_blamed_on_the_diff_and_an_error_are_never_kept():
 def test_the_oldest_verdicts_go_first_past_the_bound():
     memo = GradeMemo(max_entries=2)
     for diff in ("a", "b"):
-        memo.grade(TASK, diff, lambda: _verdict(True))
-    assert memo.grade(TASK, "a", lambda: _verdict(False)).from_memo  # "a" now the most recent
-    memo.grade(TASK, "c", lambda: _verdict(True))  # pushes out "b"
+        memo.grade(TASK, diff, lambda: _verdict(False))
+    assert memo.grade(TASK, "a", lambda: _verdict(True)).from_memo  # "a" now the most recent
+    memo.grade(TASK, "c", lambda: _verdict(False))  # pushes out "b"
     assert len(memo) == 2
-    assert not memo.grade(TASK, "b", lambda: _verdict(False)).resolved  # graded again
+    assert memo.grade(TASK, "b", lambda: _verdict(True)).resolved  # graded again
 
 
 @needs_bwrap
-def test_episodes_that_end_with_one_diff_start_one_grading_and_earn_the_same_reward():
+def test_episodes_that_end_with_one_paying_diff_grade_it_twice_then_earn_the_same_reward_without_a_sandbox():
     factory, memo = CountingFactory(), GradeMemo()
     rewards, costs, starts = [], [], []
-    for _ in range(2):
+    for _ in range(3):
         before = factory.starts
         with ToolEnv(TASK, sandbox_factory=factory, grade_memo=memo) as env:
             env.reset()
@@ -116,12 +144,13 @@ def test_episodes_that_end_with_one_diff_start_one_grading_and_earn_the_same_rew
             costs.append(env.cost)
         starts.append(factory.starts - before)
     graded_once = factory.starts
-    assert rewards == [1.0, 1.0]
-    # The first episode: its own sandbox and grading's (the verdict run, the clean fork and
-    # canary twins fork from it); the second: its own sandbox alone.
-    assert starts[0] > 1 and starts[1] == 1
-    assert (costs[0].graded_from_memo, costs[1].graded_from_memo) == (False, True)
-    assert costs[1].test_run_seconds == 0.0 and costs[1].canary_seconds == 0.0
+    assert rewards == [1.0, 1.0, 1.0]
+    # The first two episodes: their own sandbox and grading's (the verdict run, the clean
+    # fork and the canary twins forked from it), a paying verdict being kept once two
+    # gradings agree; the third: its own sandbox alone.
+    assert starts[0] > 1 and starts[1] == starts[0] and starts[2] == 1
+    assert [cost.graded_from_memo for cost in costs] == [False, False, True]
+    assert costs[2].test_run_seconds == 0.0 and costs[2].canary_seconds == 0.0
     # The memo's verdict is what grading gives that diff: grading it again without the memo
     # agrees.
     patch = info["patch"]
