@@ -25,8 +25,8 @@ from agent_env.grading import (
     grade_patch,
     missing_modules,
     network_failure,
-    sandbox_spec_for,
 )
+from agent_env.grading.runs import grading_spec_for
 from agent_env.oracle import oracle_patch
 from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox
 from tasks import Task, TaskError, patch_files
@@ -106,7 +106,7 @@ def reported_ids(task: Task, sandbox_factory: Callable[[SandboxSpec], Sandbox]) 
     the gold patch: what a listed id that no run names is compared with. Empty when that run
     cannot be made."""
     try:
-        with sandbox_factory(sandbox_spec_for(task)) as sandbox:
+        with sandbox_factory(grading_spec_for(task)) as sandbox:
             for name, text in (("gold", task.gold_patch), ("test", task.test_patch)):
                 if text:
                     sandbox.write_file(f"/tmp/validate/{name}.patch", text)

@@ -49,6 +49,22 @@ def sandbox_spec_for(task: Task) -> SandboxSpec:
     return dataclasses.replace(spec, workspace=prepare_workspace(task), limits=limits)
 
 
+GRADING_OUTPUT_BYTES = 16 * 1024 * 1024
+"""The output a grading run keeps (the agent's commands keep `SandboxLimits.output_bytes`).
+The log decides each required test's status, and a verdict run of a large row prints more
+than an agent's cap: matplotlib__matplotlib-25122's 2,488 required tests print about
+260 KB under `-rA`, and with 256 KiB kept the middle of its summary was dropped and 215
+passing tests read as missing."""
+
+
+def grading_spec_for(task: Task) -> SandboxSpec:
+    """The sandbox a grading run uses: the agent's (`sandbox_spec_for`) keeping up to
+    `GRADING_OUTPUT_BYTES` of a command's output."""
+    spec = sandbox_spec_for(task)
+    output = max(spec.limits.output_bytes, GRADING_OUTPUT_BYTES)
+    return dataclasses.replace(spec, limits=dataclasses.replace(spec.limits, output_bytes=output))
+
+
 PARALLEL_RUNS = 4
 """How many of one grading's runs (the verdict run and its canary twins) go at once."""
 
@@ -264,7 +280,7 @@ def run_tests(
     ended: list[tuple[Twin, ExecResult | None]] = []
     phases = _Phases(clock)
     try:
-        with factory(sandbox_spec_for(task)) as sandbox:
+        with factory(grading_spec_for(task)) as sandbox:
             phases.end("start")
             prepared = _prepare(task, patch, sandbox, rng)
             phases.end("setup")

@@ -66,7 +66,7 @@ from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.once import OncePerKey
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import PARALLEL_RUNS, sandbox_spec_for
+from agent_env.grading.runs import PARALLEL_RUNS, grading_spec_for
 from sandboxes import ExecResult, Mount, Sandbox, SandboxError, SandboxSpec
 from tasks import Task
 
@@ -262,7 +262,7 @@ def run_script(
         moved = _folder(root / "moved") if reward_dir != REWARD_DIR else logs
         if reward_dir != REWARD_DIR:
             mounts.append(Mount(moved, reward_dir, writable=True))
-        spec = sandbox_spec_for(task)
+        spec = grading_spec_for(task)
         spec = dataclasses.replace(spec, mounts=(*spec.mounts, *mounts), env={**spec.env, **task.verifier.env})
         with factory(spec) as sandbox:
             dropped = apply_agent_patch(task, patch, sandbox)

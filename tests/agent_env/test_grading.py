@@ -229,3 +229,28 @@ def test_tested_code_that_xfails_a_passing_test_is_still_refused(tmp_path):
     assert result.blocked == ("xfail_required",)
     assert result.problems == ("xfail_required: tests/test_core.py::test_inside is an expected failure",)
     assert result.statuses[KNOWN_BUG] == "PASSED"  # the repository's own expected failure still counts
+
+
+def test_a_verdict_log_longer_than_the_agents_output_cap_is_read_whole(tmp_path):
+    """The agent's commands keep `output_bytes` of output (here 512 bytes, the middle
+    dropped); the verdict run keeps `GRADING_OUTPUT_BYTES`, or a large row's passing tests
+    read as missing (matplotlib__matplotlib-25122, 2,488 required tests, at 256 KiB)."""
+    import yaml
+
+    from agent_env import sandbox_spec_for
+    from agent_env.grading.runs import GRADING_OUTPUT_BYTES, grading_spec_for
+    from sandboxes import make_sandbox
+    from tasks import load_task
+
+    folder = tmp_path / "task"
+    shutil.copytree(Path(TASKS[0].source).parent, folder)
+    data = yaml.safe_load((folder / "task.yaml").read_text())
+    data["sandbox"] = {"limits": {"output_bytes": 512}}
+    (folder / "task.yaml").write_text(yaml.safe_dump(data))
+    task = load_task(folder)
+    assert sandbox_spec_for(task).limits.output_bytes == 512
+    assert grading_spec_for(task).limits.output_bytes == GRADING_OUTPUT_BYTES
+    with make_sandbox(sandbox_spec_for(task)) as sandbox:  # what the agent would see
+        assert "bytes of output dropped" in sandbox.exec(task.grading.test_command, fresh=True).output
+    gold = grade_patch(task, task.gold_patch)
+    assert gold.resolved and not gold.missing and "bytes of output dropped" not in gold.log
