@@ -10,7 +10,6 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patc
 from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
 from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.once import OncePerKey
+from agent_env.grading.parallel import TrackedSandboxes, parallel_runs
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
     directives_of,
@@ -225,9 +225,10 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
     return run_fresh(sandbox, f'eval "$(< {COMMAND_FILE})"', timeout)
 
 
-def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float) -> ExecResult:
-    """One canary twin in a fork of the prepared sandbox: its own processes, its own files."""
-    with sandbox.fork() as fork:
+def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, runs: TrackedSandboxes) -> ExecResult:
+    """One canary twin in a fork of the prepared sandbox: its own processes, its own files
+    (the fork is closed at once if the grading is stopped: `parallel`)."""
+    with runs.track(sandbox.fork()) as fork:
         assert twin.source is not None
         fork.write_file(twin.path, twin.source)
         return run_command(fork, command, timeout)
@@ -306,8 +307,8 @@ def run_tests(
 
 def _run_twins(task: Task, clean: Sandbox, prepared: Prepared, timeout: float) -> list[tuple[Twin, ExecResult | None]]:
     ended: list[tuple[Twin, ExecResult | None]] = []
-    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
-        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout) for twin in prepared.twins]
+    with parallel_runs(PARALLEL_RUNS) as (pool, runs):
+        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout, runs) for twin in prepared.twins]
         for twin, future in zip(prepared.twins, futures, strict=True):
             try:
                 ended.append((twin, future.result()))

@@ -57,13 +57,13 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from agent_env.grading.applying import apply_agent_patch
 from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.once import OncePerKey
+from agent_env.grading.parallel import TrackedSandboxes, parallel_runs
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import PARALLEL_RUNS, grading_spec_for
@@ -319,14 +319,14 @@ def _twin_verdicts(
     problems: a test twin that scores as high as the verifier, a reward that appears where
     the moved verifier did not write it."""
 
-    def one(twin: FolderTwin) -> ScriptRun | None:
-        try:
-            return run_script(task, patch, factory, twin)
+    def one(twin: FolderTwin, tracked: TrackedSandboxes) -> ScriptRun | None:
+        try:  # each twin's sandbox closed at once if the grading is stopped (`parallel`)
+            return run_script(task, patch, lambda spec: tracked.track(factory(spec)), twin)
         except SandboxError:
             return None  # a sandbox that failed scores nothing: the canary failed, as it must
 
-    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
-        runs = list(pool.map(one, twins))
+    with parallel_runs(PARALLEL_RUNS) as (pool, tracked):
+        runs = list(pool.map(one, twins, [tracked] * len(twins)))
     ended, problems = [], []
     for twin, run in zip(twins, runs, strict=True):
         ended.append((twin.test, twin.kind, run.result.exit_code if run is not None and run.result else None))
