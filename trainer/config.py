@@ -145,8 +145,9 @@ class RolloutConfig(_Section):
     0: off, every sandbox starts when asked for (a cold start)."""
     sandbox_pool_tasks: int = Field(default=8, gt=0)
     """With `sandbox_pool`: the most tasks a worker keeps warm at once (those it ran most
-    recently; a task pushed out has its idle sandboxes closed), which bounds the idle
-    sandboxes at `sandbox_pool * sandbox_pool_tasks` per worker."""
+    recently; a task pushed out has its idle sandboxes closed). A task asks for two specs,
+    its agent's sandbox and grading's (`agent_env.grading.runs.grading_spec_for`), so the
+    idle sandboxes are at most `2 * sandbox_pool * sandbox_pool_tasks` per worker."""
     grading_memo: bool = True
     """Each rollout worker keeps the verdicts of the (task, diff) pairs it graded and gives
     later episodes that end with the same diff the kept verdict, without a sandbox

@@ -82,7 +82,9 @@ class RolloutWorker:
         if settings.sandbox_pool > 0:  # warm starts: sandboxes started ahead, per task (sandboxes.pool)
             from sandboxes import SandboxPool
 
-            self.pool = SandboxPool(self.sandbox_factory, settings.sandbox_pool, max_specs=settings.sandbox_pool_tasks)
+            # Two specs per task: the agent's sandbox and grading's (which keeps more output).
+            specs = 2 * settings.sandbox_pool_tasks
+            self.pool = SandboxPool(self.sandbox_factory, settings.sandbox_pool, max_specs=specs)
             self.sandbox_factory = self.pool
         self.engine = make_engine(engine, model, seed=seed, sleep_mode=sleep_mode)
         if not settings.prefix_cache and hasattr(self.engine, "prefix_cache_size"):
