@@ -26,6 +26,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from agent_env import ToolEnv, gold_actions, sandbox_spec_for
+from agent_env.grading.runs import grading_spec_for
 from bench.common import RESULTS, docker_problem, percentile, report
 from sandboxes import SandboxPool, make_sandbox
 from tasks import Task, builtin_tasks
@@ -62,9 +63,10 @@ def bench_backend(backend: str, tasks: list[Task], rounds: int, pool_size: int) 
     def cold(spec):
         return make_sandbox(spec, backend)
 
-    specs = [sandbox_spec_for(task) for task in tasks]
+    # Each task's agent sandbox and its grading's (which keeps more output) are two specs.
+    specs = [spec for task in tasks for spec in (sandbox_spec_for(task), grading_spec_for(task))]
     runs: dict[str, list[dict]] = {"cold": [], "warm": []}
-    with SandboxPool(cold, pool_size, max_specs=len(tasks)) as pool:
+    with SandboxPool(cold, pool_size, max_specs=len(specs)) as pool:
 
         def settle() -> None:  # no background start may run during a cold episode
             for spec in specs:
