@@ -4,18 +4,17 @@ is graded once.
 In RL most episodes end with a diff some earlier episode already submitted: the empty diff
 of an episode that never edited, the gold-like edit once the policy has learned it. In a
 `make train-swe` run, 307 of the 320 episodes its samples.jsonl kept ended with a (task,
-diff) pair seen before (docs/grading.md, "In training, a diff is graded once"). Grading is a function of the task and the
-diff: the verdict run, the canary twins and the control runs all start from the task's
-workspace with that diff applied, and nothing of the episode's sandbox reaches them. So a
-second grading of one diff can only repeat the first, minus the noise of tests that are
-themselves flaky, and costs the sandbox time of a whole grading.
+diff) pair seen before (docs/grading.md, "In training, a diff is graded once"). Grading is a
+function of the task and the diff: the verdict run, the canary twins and the control runs
+all start from the task's workspace with that diff applied, and nothing of the episode's
+sandbox reaches them. So a second grading of one diff can only repeat the first, unless
+the diff or a test passes at random, and costs the sandbox time of a whole grading.
 
 What is never kept: a verdict `grading_crashed_by_patch` (a test run that timed out or hit a
 limit may do so only under load), and anything that raised (`GradingError`, `SandboxError`).
 The key is the diff's bytes and everything of the task that grading reads, so a variant of a
-task (another workspace, other tests) is graded anew. A policy gains nothing from the memo:
-it returns only what grading that same diff returned, and the canaries' random form was
-drawn for that diff already.
+task (another workspace, other tests) is graded anew. What is kept, and when, is chosen so
+that no diff earns more with the memo than without it (`GradeMemo`).
 """
 
 from __future__ import annotations

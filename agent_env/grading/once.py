@@ -40,11 +40,12 @@ class OncePerKey(Generic[V]):
                 return value
             value = compute()
             with self._lock:
+                # A value not kept leaves the key's lock in place: later callers queue on it.
                 if keep(value):
                     self._values[key] = value
                     while self.max_entries is not None and len(self._values) > self.max_entries:
                         self._values.popitem(last=False)
-                    self._key_locks.pop(key, None)  # not kept: later callers still queue on it
+                    self._key_locks.pop(key, None)
             return value
 
     def lookup(self, key: Hashable) -> tuple[bool, V | None]:
