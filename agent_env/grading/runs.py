@@ -53,7 +53,7 @@ GRADING_OUTPUT_BYTES = 16 * 1024 * 1024
 """The output a grading run keeps (the agent's commands keep `SandboxLimits.output_bytes`).
 The log decides each required test's status, and a verdict run of a large row prints more
 than an agent's cap: matplotlib__matplotlib-25122's 2,488 required tests print about
-260 KB under `-rA`, and with 256 KiB kept the middle of its summary was dropped and 215
+260 KB under `-rA`, and with 256 KiB kept the middle of its summary was dropped and 220
 passing tests read as missing."""
 
 
