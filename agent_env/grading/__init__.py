@@ -19,7 +19,7 @@ from agent_env.grading.logs import (
 )
 from agent_env.grading.memo import GradeMemo
 from agent_env.grading.result import GradeResult, GradingError
-from agent_env.grading.runs import sandbox_spec_for
+from agent_env.grading.runs import grading_spec_for, sandbox_spec_for
 from agent_env.grading.verdict import MAX_PATCH_BYTES, describe, grade_patch
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "failure_reports",
     "failure_text",
     "grade_patch",
+    "grading_spec_for",
     "missing_modules",
     "network_error",
     "network_failure",

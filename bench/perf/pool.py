@@ -25,8 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from agent_env import ToolEnv, gold_actions, sandbox_spec_for
-from agent_env.grading.runs import grading_spec_for
+from agent_env import ToolEnv, gold_actions, grading_spec_for, sandbox_spec_for
 from bench.common import RESULTS, docker_problem, percentile, report
 from sandboxes import SandboxPool, make_sandbox
 from tasks import Task, builtin_tasks

@@ -1,7 +1,7 @@
 """`ToolEnv.cost`: where an episode's sandbox time went, exact under a fake clock (real
 sandboxes and grading; only the clock is fake), and warm starts from a pool."""
 
-from agent_env import SandboxCost, ToolEnv, gold_actions, sandbox_spec_for
+from agent_env import SandboxCost, ToolEnv, gold_actions, grading_spec_for, sandbox_spec_for
 from agent_env.tools import ToolCall, format_tool_call
 from sandboxes import SandboxPool, make_sandbox
 from tasks import builtin_tasks
@@ -79,8 +79,15 @@ def test_an_episode_from_a_pool_starts_warm_and_grades_in_a_pooled_sandbox():
         first = ToolEnv(TASK, sandbox_factory=pool)
         first.reset()
         assert first.cost.start == "cold"  # nothing was ready
+        first.step(format_tool_call(ToolCall("finish")))  # grading asks for its own spec: cold too
         first.close()
-        assert pool.wait_ready(sandbox_spec_for(TASK), timeout=120)
+        assert pool.counts == {
+            "warm_starts": 0,
+            "cold_starts": 2,
+            "background_starts": pool.counts["background_starts"],
+        }
+        for spec in (sandbox_spec_for(TASK), grading_spec_for(TASK)):
+            assert pool.wait_ready(spec, timeout=120)
         with ToolEnv(TASK, sandbox_factory=pool) as env:
             env.reset()
             assert env.cost.start == "warm"

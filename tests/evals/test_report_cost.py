@@ -45,6 +45,7 @@ def test_the_report_sums_the_cost_of_the_instances_that_recorded_one():
         "cold_starts": 1,
         "warm_starts": 1,
         "fork_starts": 0,
+        "memo_verdicts": 0,
         "sandbox_wait_fraction": 0.25,
         "engine_wait_fraction": 0.35,
     }

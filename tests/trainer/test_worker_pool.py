@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from agent_env import sandbox_spec_for
+from agent_env import grading_spec_for, sandbox_spec_for
 from tasks import builtin_tasks
 from tests.conftest import needs_bwrap
 from trainer.config import ConfigError, RolloutConfig
@@ -26,7 +26,7 @@ def test_a_pooled_worker_starts_episodes_warm_and_closes_its_pool(tmp_path, monk
     task = builtin_tasks()[0]
     worker = RolloutWorker(
         index=0, model="tiny", engine="hf", seed=0, tasks=[task], sandbox_backend="local",
-        settings=RolloutConfig(max_turns=1, max_new_tokens=6, sandbox_pool=2),
+        settings=RolloutConfig(max_turns=1, max_new_tokens=6, sandbox_pool=2, grading_memo=False),
     )  # fmt: skip
     worker.set_weights(1, {"policy": load_policy("tiny", seed=1).state_dict()})
     starts = []
@@ -39,9 +39,11 @@ def test_a_pooled_worker_starts_episodes_warm_and_closes_its_pool(tmp_path, monk
         assert trajectory.wall_seconds > 0 and trajectory.engine_seconds > 0 and trajectory.grading_seconds > 0
         waits = trajectory.sandbox_start_seconds + trajectory.tool_seconds + trajectory.grading_seconds
         assert waits + trajectory.engine_seconds <= trajectory.wall_seconds
-        assert worker.pool.wait_ready(sandbox_spec_for(task), timeout=120)
+        for spec in (sandbox_spec_for(task), grading_spec_for(task)):  # the agent's and grading's
+            assert worker.pool.wait_ready(spec, timeout=120)
     assert starts == ["cold", "warm"]
-    assert worker.pool.counts["warm_starts"] == 3  # the second episode and both gradings
+    # The second episode and its grading (the first's grading asked for its spec first).
+    assert worker.pool.counts["warm_starts"] == 2
     assert list(folder.glob("sandbox-*"))  # two idle sandboxes
     worker.close()
     assert worker.pool.closed and list(folder.glob("sandbox-*")) == []
