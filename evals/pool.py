@@ -4,9 +4,6 @@ seconds and keeps what finished."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import weakref
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
@@ -17,6 +14,7 @@ from evals.plan import GradePlan
 from evals.runner import SandboxFactory
 from sandboxes import SandboxError, make_sandbox
 from sandboxes.console import deferred
+from sandboxes.group import SandboxGroup
 from tasks import Task
 
 POLL_S = 0.2
@@ -82,35 +80,19 @@ def run_pool(
         executor.shutdown(wait=not futures, cancel_futures=True)
 
 
-class RunSandboxes:
-    """The sandbox factory of a run's instances, which remembers the live sandboxes so that
-    `stop()` (on an interrupt) can close them: the instances running in them then end at
-    once with an error nobody records, and no new sandbox starts."""
+class RunSandboxes(SandboxGroup):
+    """The sandbox factory of a run's instances, a `SandboxGroup`, so that `stop()` (on an
+    interrupt) closes them: the instances running in them then end at once with an error
+    nobody records, and no new sandbox starts."""
 
     def __init__(self, factory: SandboxFactory | None = None) -> None:
+        super().__init__("the run was interrupted")
         self.factory = factory or make_sandbox
-        self.live: weakref.WeakSet = weakref.WeakSet()
-        self.stopped = False
-        self.lock = threading.Lock()
 
     def __call__(self, spec):
         if self.stopped:
-            raise SandboxError("the run was interrupted")
-        sandbox = self.factory(spec)
-        with self.lock:
-            if not self.stopped:
-                self.live.add(sandbox)
-                return sandbox
-        sandbox.close()
-        raise SandboxError("the run was interrupted")
-
-    def stop(self) -> None:
-        with self.lock:
-            self.stopped = True
-            live = list(self.live)
-        for sandbox in live:
-            with contextlib.suppress(Exception):
-                sandbox.close()
+            raise SandboxError(self.stopped_message)
+        return self.track(self.factory(spec))
 
 
 def sandbox_factory(backend: str) -> SandboxFactory | None:

@@ -17,7 +17,7 @@ from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patc
 from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
 from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.once import OncePerKey
-from agent_env.grading.parallel import TrackedSandboxes, parallel_runs
+from agent_env.grading.parallel import parallel_runs
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
     directives_of,
@@ -30,6 +30,7 @@ from agent_env.grading.selection import (
     sympy_exact_selection,
 )
 from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec
+from sandboxes.group import SandboxGroup
 from tasks import Task, prepare_workspace
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
     return run_fresh(sandbox, f'eval "$(< {COMMAND_FILE})"', timeout)
 
 
-def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, runs: TrackedSandboxes) -> ExecResult:
+def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, runs: SandboxGroup) -> ExecResult:
     """One canary twin in a fork of the prepared sandbox: its own processes, its own files
     (the fork is closed at once if the grading is stopped: `parallel`)."""
     with runs.track(sandbox.fork()) as fork:

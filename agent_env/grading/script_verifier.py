@@ -63,11 +63,12 @@ from pathlib import Path
 from agent_env.grading.applying import apply_agent_patch
 from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.once import OncePerKey
-from agent_env.grading.parallel import TrackedSandboxes, parallel_runs
+from agent_env.grading.parallel import parallel_runs
 from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import PARALLEL_RUNS, grading_spec_for
 from sandboxes import ExecResult, Mount, Sandbox, SandboxError, SandboxSpec
+from sandboxes.group import SandboxGroup
 from tasks import Task
 
 TESTS_TARGET = "/tests"
@@ -319,7 +320,7 @@ def _twin_verdicts(
     problems: a test twin that scores as high as the verifier, a reward that appears where
     the moved verifier did not write it."""
 
-    def one(twin: FolderTwin, tracked: TrackedSandboxes) -> ScriptRun | None:
+    def one(twin: FolderTwin, tracked: SandboxGroup) -> ScriptRun | None:
         try:  # each twin's sandbox closed at once if the grading is stopped (`parallel`)
             return run_script(task, patch, lambda spec: tracked.track(factory(spec)), twin)
         except SandboxError:
