@@ -116,6 +116,10 @@ RELEASE_DRIFT: dict[str, tuple[tuple[str | None, tuple[str, ...]], ...]] = {
     "scikit-learn/scikit-learn": (
         # Its specs install pandas with an unpinned python-dateutil: as for matplotlib.
         (None, ("python-dateutil<3",)),
+        # 0.20-0.22 (Python 3.6) ask conda for an unpinned cython, which for Python 3.6 ends
+        # at 0.29; pip gives Cython 3, which cannot compile their .pyx files
+        # (`sklearn/neighbors/ball_tree.pyx`: every row's build failed, 2026-12-06).
+        ("0.23", ("cython<3",)),
     ),
     "pylint-dev/pylint": (
         # pylint-dev__pylint-4661's fix imports appdirs (it adds it to setup.cfg, which the
