@@ -226,10 +226,10 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
     return run_fresh(sandbox, f'eval "$(< {COMMAND_FILE})"', timeout)
 
 
-def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, runs: SandboxGroup) -> ExecResult:
+def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, group: SandboxGroup) -> ExecResult:
     """One canary twin in a fork of the prepared sandbox: its own processes, its own files
     (the fork is closed at once if the grading is stopped: `parallel`)."""
-    with runs.track(sandbox.fork()) as fork:
+    with group.track(sandbox.fork()) as fork:
         assert twin.source is not None
         fork.write_file(twin.path, twin.source)
         return run_command(fork, command, timeout)
@@ -308,8 +308,8 @@ def run_tests(
 
 def _run_twins(task: Task, clean: Sandbox, prepared: Prepared, timeout: float) -> list[tuple[Twin, ExecResult | None]]:
     ended: list[tuple[Twin, ExecResult | None]] = []
-    with parallel_runs(PARALLEL_RUNS) as (pool, runs):
-        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout, runs) for twin in prepared.twins]
+    with parallel_runs(PARALLEL_RUNS) as (pool, group):
+        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout, group) for twin in prepared.twins]
         for twin, future in zip(prepared.twins, futures, strict=True):
             try:
                 ended.append((twin, future.result()))

@@ -68,7 +68,6 @@ from agent_env.grading.protected import BLOCK_OF_REASON
 from agent_env.grading.result import GradeResult, GradingError
 from agent_env.grading.runs import PARALLEL_RUNS, grading_spec_for
 from sandboxes import ExecResult, Mount, Sandbox, SandboxError, SandboxSpec
-from sandboxes.group import SandboxGroup
 from tasks import Task
 
 TESTS_TARGET = "/tests"
@@ -320,14 +319,15 @@ def _twin_verdicts(
     problems: a test twin that scores as high as the verifier, a reward that appears where
     the moved verifier did not write it."""
 
-    def one(twin: FolderTwin, tracked: SandboxGroup) -> ScriptRun | None:
-        try:  # each twin's sandbox closed at once if the grading is stopped (`parallel`)
-            return run_script(task, patch, lambda spec: tracked.track(factory(spec)), twin)
-        except SandboxError:
-            return None  # a sandbox that failed scores nothing: the canary failed, as it must
+    with parallel_runs(PARALLEL_RUNS) as (pool, group):
 
-    with parallel_runs(PARALLEL_RUNS) as (pool, tracked):
-        runs = list(pool.map(one, twins, [tracked] * len(twins)))
+        def one(twin: FolderTwin) -> ScriptRun | None:
+            try:  # each twin's sandbox closed at once if the grading is stopped (`parallel`)
+                return run_script(task, patch, lambda spec: group.track(factory(spec)), twin)
+            except SandboxError:
+                return None  # a sandbox that failed scores nothing: the canary failed, as it must
+
+        runs = list(pool.map(one, twins))
     ended, problems = [], []
     for twin, run in zip(twins, runs, strict=True):
         ended.append((twin.test, twin.kind, run.result.exit_code if run is not None and run.result else None))
