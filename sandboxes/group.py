@@ -3,7 +3,9 @@
 Closing a sandbox ends the command running in it (its call returns with a `SandboxError`),
 so a caller interrupted while threads wait on long commands (an evaluation's instances, a
 grading's canary twins) closes the group and need not wait for them. A sandbox started after
-the stop is closed at once.
+the stop is closed at once. A fork made by `fork_in_groups` joins every group its parent is in: a
+run's stop then closes the copies its sandboxes made too (a grading's untouched copy and its
+canary twins), whose commands would otherwise run on after the stop.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ import threading
 import weakref
 
 from sandboxes.base import Sandbox, SandboxError
+
+_groups_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Each tracked sandbox's groups (a `weakref.WeakSet`), for `fork_in_groups`."""
+_groups_lock = threading.Lock()
 
 
 class SandboxGroup:
@@ -31,6 +37,8 @@ class SandboxGroup:
         with self._lock:
             if not self.stopped:
                 self._live.add(sandbox)
+                with _groups_lock:
+                    _groups_of.setdefault(sandbox, weakref.WeakSet()).add(self)
                 return sandbox
         sandbox.close()
         raise SandboxError(self.stopped_message)
@@ -43,3 +51,19 @@ class SandboxGroup:
         for sandbox in live:
             with contextlib.suppress(Exception):  # already closed, or closing in its thread
                 sandbox.close()
+
+
+def fork_in_groups(sandbox: Sandbox) -> Sandbox:
+    """`sandbox.fork()`, joined to every group `sandbox` is in, so that the stop of any of
+    them closes the fork too. A group stopped before the fork joins it closes the fork at
+    once (`SandboxError`); a fork of a sandbox in no group is a plain fork."""
+    child = sandbox.fork()
+    with _groups_lock:
+        groups = list(_groups_of.get(sandbox, ()))
+    try:
+        for group in groups:
+            group.track(child)
+    except BaseException:
+        child.close()
+        raise
+    return child

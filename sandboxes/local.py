@@ -461,9 +461,14 @@ class _PipeTransport:
             raise SandboxError(f"sandbox shell is gone: {exc}{self.diagnostics()}") from exc
 
     def recv(self, timeout: float) -> bytes | None:
-        if not self.poller.poll(max(0.0, timeout) * 1000):
-            return None
-        return os.read(self.proc.stdout.fileno(), 1 << 20)
+        # A close from another thread (a run's stop) kills the supervisor, then closes this
+        # pipe: the reader sees its end, or the closed file (ValueError), never a traceback.
+        try:
+            if not self.poller.poll(max(0.0, timeout) * 1000):
+                return None
+            return os.read(self.proc.stdout.fileno(), 1 << 20)
+        except (OSError, ValueError) as exc:
+            raise SandboxError(f"sandbox shell is gone: the sandbox was closed ({exc})") from exc
 
     def diagnostics(self) -> str:
         try:

@@ -32,8 +32,13 @@ SETTINGS = [
     "rollout.max_new_tokens=4",
     "rollout.max_total_tokens=4096",
     "learner.lr=1e-5",
+    # The load is the tasks' sleeping tests: with the grading memo (on by default) the tiny
+    # model's repeated diff is graded once and its later episodes are quick, so the learner
+    # never waits on rollouts (CI, 2026-12-06: a rollout unit went to the learner at step 5).
+    "rollout.grading_memo=false",
 ]
-"""4 units: 2 rollout workers with 2 episode slots each, and a learner of 2 ranks."""
+"""4 units: 2 rollout workers with 2 episode slots each, and a learner of 2 ranks; every
+episode graded (no memo)."""
 
 
 def assert_every_job_accounted_once(run_dir: Path, steps: int) -> None:
@@ -142,8 +147,7 @@ def test_the_planner_profiles_slow_episodes_and_gives_rollout_the_learners_spare
         None,
         [f"tasks.source=stream:{stream}", f"run.output_dir={tmp_path}", "run.name=planned",
          f"run.steps={PLANNED_STEPS}", "orchestrator.multiplex=bidirectional", "orchestrator.multiplex_profile_steps=3",
-         "orchestrator.multiplex_window_steps=100", *SETTINGS,
-         "rollout.grading_memo=false"],  # every episode pays its sleeping tests: none is a kept verdict
+         "orchestrator.multiplex_window_steps=100", *SETTINGS],
     )  # fmt: skip
     run_dir = train(config)
     report = json.loads((run_dir / "multiplex.json").read_text())

@@ -30,7 +30,7 @@ from agent_env.grading.selection import (
     sympy_exact_selection,
 )
 from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec
-from sandboxes.group import SandboxGroup
+from sandboxes.group import SandboxGroup, fork_in_groups
 from tasks import Task, prepare_workspace
 
 log = logging.getLogger(__name__)
@@ -229,10 +229,10 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
 def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, group: SandboxGroup) -> ExecResult:
     """One canary twin in a fork of the prepared sandbox: its own processes, its own files
     (the fork is closed at once if the grading is stopped: `parallel`)."""
-    with group.track(sandbox.fork()) as fork:
+    with group.track(fork_in_groups(sandbox)) as twin_sandbox:
         assert twin.source is not None
-        fork.write_file(twin.path, twin.source)
-        return run_command(fork, command, timeout)
+        twin_sandbox.write_file(twin.path, twin.source)
+        return run_command(twin_sandbox, command, timeout)
 
 
 PHASES = ("start", "setup", "tests", "canaries", "teardown")
@@ -289,7 +289,9 @@ def run_tests(
             if isinstance(prepared, str):
                 return prepared
             with contextlib.ExitStack() as stack:
-                clean = stack.enter_context(sandbox.fork()) if prepared.twins else None
+                # A fork in the groups of the grading sandbox (an evaluation's run: its stop
+                # closes the copy and the twins made from it, not only the grading sandbox).
+                clean = stack.enter_context(fork_in_groups(sandbox)) if prepared.twins else None
                 phases.end("canaries")
                 verdict = run_command(sandbox, prepared.command, timeout)
                 phases.end("tests")

@@ -67,6 +67,8 @@ def run(mode: str, suite: Path, output: Path, steps: int, overrides: list[str]) 
             "rollout.max_turns=1",
             "rollout.max_new_tokens=4",
             "rollout.max_total_tokens=4096",
+            # The workload is the sleeping tests: every episode graded, no kept verdict.
+            "rollout.grading_memo=false",
             "orchestrator.rollout_workers=4",
             "orchestrator.episodes_per_worker=8",
             "orchestrator.max_staleness=6",

@@ -4,6 +4,7 @@ that need no package index. A full build is exercised by tests/tasks/test_sweben
 import dataclasses
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -164,6 +165,28 @@ def test_install_steps_read_python_files_and_a_changed_file_rebuilds(tmp_path, m
     assert second.workspace != first.workspace and (second.workspace / "got.txt").read_text() == "second, longer\n"
     with pytest.raises(DefinitionError, match=r"python.files.0.source.*does not exist"):
         load_definition(write(tmp_path, f"python: {{version: '{version}', files: [{{source: nope, target: /x}}]}}\n"))
+
+
+@needs_bwrap
+def test_a_build_removes_what_a_killed_build_of_its_target_left(tmp_path, monkeypatch):
+    """A SIGKILL skips the `finally` that removes a build's staging folder (scikit-learn's
+    left a gigabyte each): the next build of that target, holding its lock, removes them;
+    another target's staging folder (a build that may be running) stays."""
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", str(tmp_path / "envs"))
+    (tmp_path / "ws").mkdir()
+    path = write(tmp_path, f"workspace: ws\npython: {{version: '{_newest_python3()}', install: ['touch got.txt']}}\n")
+    first = prepare(load_definition(path), "local", log=lambda line: None)
+    installed = first.workspace.parent
+    shutil.rmtree(installed)  # as if the build that made it had been killed before the end
+    killed = installed.with_name(f".{installed.name}-k1ll3d")
+    (killed / "venv").mkdir(parents=True)
+    (killed / "venv" / "big").write_bytes(b"x" * 4096)
+    other = installed.with_name(".ws-0000000000000000000-runs")
+    other.mkdir()
+    again = prepare(load_definition(path), "local", log=lambda line: None)
+    assert "workspace" in again.built and (again.workspace / "got.txt").is_file()
+    assert not killed.exists() and other.is_dir()
+    assert sorted(p.name for p in installed.parent.glob(f".{installed.name}-*")) == []
 
 
 @pytest.mark.docker
