@@ -51,8 +51,11 @@ def close_all() -> int:
     """Close every sandbox this process has open, on every backend already in use (none is
     imported for it): what an interrupted run calls so that a build or a command in flight on
     another thread stops at once (its `exec` then raises `SandboxError`) instead of running to
-    its end. Returns how many were open."""
+    its end; a build waiting for another process's lock stops waiting the same way. Returns
+    how many were open."""
     closed = 0
+    if (pyenv := sys.modules.get("sandboxes.pyenv")) is not None:
+        pyenv.stop_lock_waits()  # a build waiting for another process's lock holds no sandbox
     for module in BACKENDS.values():
         backend = sys.modules.get(module.split(":")[0])
         for sandbox in list(getattr(backend, "_live", ())):

@@ -475,10 +475,10 @@ class _PipeTransport:
             self.proc.wait(timeout=1)
         except subprocess.TimeoutExpired:
             return ""
-        os.set_blocking(self.proc.stderr.fileno(), False)
-        try:
+        try:  # closed already (a close from another thread): nothing more to say
+            os.set_blocking(self.proc.stderr.fileno(), False)
             err = (self.proc.stderr.read() or b"").decode(errors="replace").strip()
-        except OSError:
+        except (OSError, ValueError):
             err = ""
         return f" (status {self.proc.returncode}){': ' + err[-2000:] if err else ''}"
 

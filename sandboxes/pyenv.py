@@ -61,6 +61,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -299,13 +300,47 @@ def workspace_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+LOCK_RETRY_S = 0.5
+"""How often a build waiting for another process's lock tries it again (flock tells no one
+when it is free; a stop wakes the waits at once)."""
+_lock_waits = threading.Condition()
+_lock_stops = 0
+
+
+def stop_lock_waits() -> None:
+    """End the waits for a build lock now in flight, each with a `SandboxError` (an
+    interrupted command: a build thread blocked in flock would hold its exit until the other
+    process's build ended, measured at over 10 minutes for a scikit-learn workspace). Waits
+    that begin later are not affected."""
+    global _lock_stops
+    with _lock_waits:
+        _lock_stops += 1
+        _lock_waits.notify_all()
+
+
 @contextlib.contextmanager
 def exclusive_lock(path: Path) -> Iterator[None]:
     """An exclusive lock on `path` while held, across processes (released by the kernel if the
-    holder dies): one builder per key, the others wait, then find it built."""
+    holder dies): one builder per key, the others wait (saying so once), then find it built.
+    A wait ends with a `SandboxError` when `stop_lock_waits` is called."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        with _lock_waits:
+            stops = _lock_stops
+        said = False
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                pass
+            if not said:
+                logger.info("waiting for %s: another process is building it", path.with_suffix("").name)
+                said = True
+            with _lock_waits:
+                if _lock_stops != stops:
+                    raise SandboxError(f"stopped while waiting for {path} (another process held it)")
+                _lock_waits.wait(LOCK_RETRY_S)
         try:
             yield
         finally:

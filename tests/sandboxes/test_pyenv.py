@@ -4,14 +4,18 @@ that need no package index. A full build is exercised by tests/tasks/test_sweben
 import dataclasses
 import hashlib
 import json
+import logging
 import shutil
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
-from sandboxes import Mount, SandboxSpec, make_sandbox
+from sandboxes import Mount, SandboxError, SandboxSpec, close_all, make_sandbox
 from sandboxes.images import BuildRecipe, Copy, DefinitionError, content_hash, load_definition, tree_fingerprint
-from sandboxes.pyenv import EnvironmentBuildError, find_python, installed_pythons, pip_settings, prepare
+from sandboxes.pyenv import EnvironmentBuildError, exclusive_lock, find_python, installed_pythons, pip_settings, prepare
 from tests.conftest import needs_bwrap
 
 
@@ -203,3 +207,58 @@ def test_docker_builds_copy_python_files_in_for_the_install_steps(tmp_path):
     prepared = prepare(load_definition(path), "docker", log=lambda line: None)
     with make_sandbox(SandboxSpec(image=prepared.image), "docker") as sandbox:
         assert sandbox.exec("cat got.txt").output == f"from the host {tmp_path.name}\n"
+
+
+def test_a_wait_for_another_process_s_build_lock_ends_on_close_all(tmp_path, caplog):
+    """An interrupted command's build thread blocked on a lock another process holds (the
+    other's build running for minutes) must not hold the exit: `close_all` ends the wait with
+    a `SandboxError`; a wait that starts after it waits as before."""
+    lock = tmp_path / "ws-key.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import fcntl,sys; f=open({str(lock)!r},'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        waiting = threading.Event()
+
+        class Said(logging.Handler):
+            def emit(self, record):
+                if "another process is building it" in record.getMessage():
+                    waiting.set()
+
+        said = Said()
+        logging.getLogger("sandboxes.pyenv").addHandler(said)
+        outcome: list[object] = []
+
+        def build() -> None:
+            try:
+                with exclusive_lock(lock):
+                    outcome.append("held it")
+            except SandboxError as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=build)
+        with caplog.at_level(logging.INFO, logger="sandboxes.pyenv"):
+            thread.start()
+            assert waiting.wait(60), "the build never said it waits"
+            close_all()
+            thread.join(60)
+        logging.getLogger("sandboxes.pyenv").removeHandler(said)
+        assert not thread.is_alive() and isinstance(outcome[0], SandboxError), outcome
+        assert "another process held it" in str(outcome[0])
+        later: list[str] = []
+
+        def build_later() -> None:
+            with exclusive_lock(lock):
+                later.append("held it")
+
+        thread = threading.Thread(target=build_later)
+        thread.start()
+        holder.stdin.close()  # the other process ends: its lock is released
+        thread.join(60)
+        assert later == ["held it"]
+    finally:
+        holder.kill()
+        holder.wait()
