@@ -240,12 +240,14 @@ def test_a_wait_for_another_process_s_build_lock_ends_on_close_all(tmp_path, cap
                 outcome.append(exc)
 
         thread = threading.Thread(target=build)
-        with caplog.at_level(logging.INFO, logger="sandboxes.pyenv"):
-            thread.start()
-            assert waiting.wait(60), "the build never said it waits"
-            close_all()
-            thread.join(60)
-        logging.getLogger("sandboxes.pyenv").removeHandler(said)
+        try:
+            with caplog.at_level(logging.INFO, logger="sandboxes.pyenv"):
+                thread.start()
+                assert waiting.wait(60), "the build never said it waits"
+                close_all()
+                thread.join(60)
+        finally:  # a failed wait must not leave the handler on the logger for later tests
+            logging.getLogger("sandboxes.pyenv").removeHandler(said)
         assert not thread.is_alive() and isinstance(outcome[0], SandboxError), outcome
         assert "another process held it" in str(outcome[0])
         later: list[str] = []
