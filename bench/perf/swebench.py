@@ -6,8 +6,18 @@ exit), per repository:
   patch does not);
 - `python -m evals.swe --model gold --repo-cache DIR` (the gold patch graded as a model's).
 Cold: an empty cache (`AGENTIC_RL_CACHE` a fresh folder: environments and workspaces are
-built). Warm: the same command again over that cache (a fresh output folder for the eval,
-so that it does not resume). `warm_speedup` = cold / warm seconds, measured side by side.
+built). Warm: the same command again over that cache (a fresh output folder for each, so
+that it does not resume). `warm_speedup` = cold / warm seconds, measured side by side.
+
+The baseline a warm validation is held to: the tests' own run time. Beside the warm run,
+each row's test command (the harness's, over its whole test files) runs plainly in that
+warm cache, as SWE-bench's harness runs it, once with the gold patch and once without (the
+two trees validation grades): a sandbox, `git apply` of the patch and the test patch, the
+command. `validate_warm_over_tests` = warm validation seconds / those seconds, per row and
+in all, from the command's wall time; `validate_grading_over_tests` the same from the
+seconds the validation itself spent grading each row (its `results.jsonl`), without the
+command's start-up and the environments' cache checks. `--repeat N` pairs N warm
+validations with N of those runs, in alternating order, and gives medians.
 
 Default input: a synthetic repository cache built here (a small requests-shaped repository,
 `--rows` rows of the psf/requests 1.1 spec, one per commit: one shared environment, one
@@ -18,14 +28,17 @@ package index. Real rows: `--repo-cache DIR --instances a,b,c --dataset PATH`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench.common import RESULTS, report
@@ -124,6 +137,68 @@ def timed(command: list[str], cache: Path, log: Path) -> tuple[float, int]:
     return time.monotonic() - started, status
 
 
+@contextlib.contextmanager
+def cache_at(cache: Path) -> Iterator[None]:
+    """`AGENTIC_RL_CACHE` set to `cache` in this process (read where each cache path is made)."""
+    saved = {name: os.environ.get(name) for name in ("AGENTIC_RL_CACHE", "AGENTIC_RL_ENV_CACHE")}
+    os.environ.pop("AGENTIC_RL_ENV_CACHE", None)
+    os.environ["AGENTIC_RL_CACHE"] = str(cache)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def tests_own_seconds(dataset: Path, repo_cache: Path, ids: list[str], backend: str, cache: Path) -> dict[str, float]:
+    """Each row's plain test runs in the warm `cache`: its test command with the gold patch,
+    plus the same without it (`bench.perf.grading.plain_run`, in the grading run's sandbox)."""
+    from agent_env.environments import prepare_environments
+    from agent_env.grading import grading_spec_for
+    from bench.perf.grading import plain_run
+    from sandboxes import make_sandbox
+    from tasks import load_sources
+
+    seconds = {}
+    with cache_at(cache):
+        tasks = prepare_environments(load_sources([str(dataset)], repo_cache, ids), backend, progress=False)
+        for task in tasks:
+            spec = grading_spec_for(task)  # the sandbox validation grades in (its output bound)
+
+            def factory(_agent_spec, spec=spec):
+                return make_sandbox(spec, backend)
+
+            seconds[task.id] = plain_run(task, task.gold_patch, factory) + plain_run(task, "", factory)
+            print(f"tests' own run {task.id}: {seconds[task.id]:.1f} s (gold and empty)", flush=True)
+    return seconds
+
+
+def grading_seconds(out: Path) -> dict[str, float]:
+    """The seconds a validation spent grading each row (gold and empty), from its `--out`."""
+    from agent_env.validate_run import RESULTS, read_records
+
+    return {record.task_id: record.test_seconds for record in read_records(out / RESULTS)}
+
+
+def slug(repo: str) -> str:
+    return repo.replace("/", "__")
+
+
+def run_command(command: list[str], rows: int, cache: Path, failures: list[str]) -> tuple[float, int]:
+    """`timed(command)` (its output folder is the last argument; its log beside it), said in a
+    line; a failure is added to `failures`."""
+    out = Path(command[-1])
+    log = out.with_name(f"{out.name}.log")
+    seconds, status = timed(command, cache, log)
+    print(f"{out.name}: {seconds:.1f} s for {rows} row(s), exit status {status}", flush=True)
+    if status != 0:
+        failures.append(f"{out.name} (exit status {status}; log: {log})")
+    return seconds, status
+
+
 def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: dict[str, list[str]], work: Path):
     figures: dict[str, float] = {}
     totals: dict[str, float] = defaultdict(float)
@@ -132,7 +207,7 @@ def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: d
         "validate": lambda ids, out: [
             sys.executable, "-m", "agent_env", "validate", str(dataset), "--repo-cache", str(repo_cache),
             "--instances", ",".join(ids), "--sandbox", args.sandbox, "--build-workers", str(args.workers),
-            "--logs", str(out),
+            "--out", str(out),
         ],
         "eval": lambda ids, out: [
             sys.executable, "-m", "evals.swe", "--model", "gold", "--dataset", str(dataset),
@@ -145,14 +220,35 @@ def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: d
             if name == "eval" and args.skip_eval:
                 continue
             cache = Path(tempfile.mkdtemp(prefix=f"{name}-cache-", dir=work))
-            for run in ("cold", "warm"):
-                out = work / f"{name}-{repo.replace('/', '__')}-{run}"
-                seconds, status = timed(command(ids, out), cache, work / f"{out.name}.log")
-                print(f"{name} {repo} {run}: {seconds:.1f} s for {len(ids)} row(s), exit status {status}", flush=True)
-                if status != 0:
-                    failures.append(f"{name} {repo} {run} (exit status {status}; log: {work / f'{out.name}.log'})")
-                figures[f"{name}_{run}_s_per_row[{repo}]"] = seconds / len(ids)
-                totals[f"{name}_{run}"] += seconds
+            cold, _ = run_command(command(ids, work / f"{name}-{slug(repo)}-cold"), len(ids), cache, failures)
+            warm, own, grading = [], [], []
+            # Validation: each warm run paired with the tests' own runs in the same cache, the
+            # order alternating, so a machine getting busier or calmer favours neither.
+            for index in range(args.repeat if name == "validate" else 1):
+                steps = ("warm", "own") if index % 2 == 0 else ("own", "warm")
+                for step in steps if name == "validate" else ("warm",):
+                    if step == "warm":
+                        out = work / f"{name}-{slug(repo)}-warm{index}"
+                        seconds, _ = run_command(command(ids, out), len(ids), cache, failures)
+                        warm.append(seconds)
+                        if name == "validate":
+                            grading.append(sum(grading_seconds(out).get(i, 0.0) for i in ids))
+                    else:
+                        own.append(sum(tests_own_seconds(dataset, repo_cache, ids, args.sandbox, cache).values()))
+            figures[f"{name}_cold_s_per_row[{repo}]"] = cold / len(ids)
+            figures[f"{name}_warm_s_per_row[{repo}]"] = statistics.median(warm) / len(ids)
+            totals[f"{name}_cold"] += cold
+            totals[f"{name}_warm"] += statistics.median(warm)
+            if name == "validate":
+                figures[f"tests_own_s_per_row[{repo}]"] = statistics.median(own) / len(ids)
+                figures[f"validate_warm_over_tests[{repo}]"] = statistics.median(
+                    w / o for w, o in zip(warm, own, strict=True)
+                )
+                figures[f"validate_grading_over_tests[{repo}]"] = statistics.median(
+                    g / o for g, o in zip(grading, own, strict=True)
+                )
+                totals["tests_own"] += statistics.median(own)
+                totals["grading"] += statistics.median(grading)
     rows = sum(len(ids) for ids in groups.values())
     summary: dict[str, float] = {"rows": rows, "repositories": len(groups)}
     for name in commands:
@@ -166,6 +262,11 @@ def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: d
             f"{name}_warm_instances_per_hour": 3600 * rows / warm,
             f"{name}_warm_speedup": cold / warm,
         }
+    summary |= {
+        "tests_own_s_per_row": totals["tests_own"] / rows,
+        "validate_warm_over_tests": totals["validate_warm"] / totals["tests_own"],
+        "validate_grading_over_tests": totals["grading"] / totals["tests_own"],
+    }
     return {**summary, **figures}, failures
 
 
@@ -186,10 +287,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="environments built (and instances run) at once")
     parser.add_argument("--sandbox", default="local", choices=["local", "docker"])
     parser.add_argument("--skip-eval", action="store_true", help="measure `agent_env validate` only")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="warm validations, each paired with the tests' own runs (medians; default 1)",
+    )
     args = parser.parse_args(argv)
     instances = [i for i in args.instances.split(",") if i]
     if args.repo_cache is not None and (args.dataset is None or not instances):
         parser.error("--repo-cache needs --dataset PATH and --instances a,b,c (the rows to measure)")
+    if args.repeat < 1:
+        parser.error(f"--repeat {args.repeat}: give a number of at least 1")
     if args.repo_cache is not None and not args.repo_cache.is_dir():
         parser.error(f"--repo-cache {args.repo_cache}: no such folder; give a folder of git clones")
     if args.dataset is not None and not args.dataset.is_file():

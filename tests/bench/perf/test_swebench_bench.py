@@ -5,11 +5,13 @@ warm figures rest on). The timing itself is the benchmark's, not a test's."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from agent_env.environments import shared_key
-from bench.perf.swebench import rows_by_repo, synthetic_rows
+from bench.perf.swebench import cache_at, rows_by_repo, synthetic_rows
+from sandboxes.pyenv import cache_dir
 from tasks.swebench import load_swebench
 
 
@@ -28,3 +30,16 @@ def test_an_unknown_instance_is_one_line(tmp_path):
     _, dataset, _ = synthetic_rows(tmp_path, 1)
     with pytest.raises(SystemExit, match=r"instance\(s\) not found: \['nope'\]; give ids of rows in it"):
         rows_by_repo(dataset, ["nope"])
+
+
+def test_the_warm_cache_is_set_for_the_baseline_and_the_caller_s_restored(monkeypatch, tmp_path):
+    monkeypatch.setenv("AGENTIC_RL_CACHE", "/caller/cache")
+    monkeypatch.setenv("AGENTIC_RL_ENV_CACHE", "/caller/envs")
+    with cache_at(tmp_path):
+        assert os.environ["AGENTIC_RL_CACHE"] == str(tmp_path) and "AGENTIC_RL_ENV_CACHE" not in os.environ
+        assert cache_dir() == tmp_path / "envs"
+    assert (os.environ["AGENTIC_RL_CACHE"], os.environ["AGENTIC_RL_ENV_CACHE"]) == ("/caller/cache", "/caller/envs")
+    monkeypatch.delenv("AGENTIC_RL_ENV_CACHE")
+    with pytest.raises(KeyError), cache_at(tmp_path):
+        raise KeyError("an error inside")
+    assert os.environ["AGENTIC_RL_CACHE"] == "/caller/cache" and "AGENTIC_RL_ENV_CACHE" not in os.environ
