@@ -216,12 +216,12 @@ def main() -> None:
         "bench.perf.sandbox",
         "Sandbox latency, start, fork and leak figures for the local (bubblewrap) and docker backends. "
         "Measures exec latency through the persistent shell against a fresh `bwrap ... bash -c` "
-        "(local) and a plain `docker exec` (docker) per command, sandbox start time (p50 of 10), a fork of a "
-        "50 MB workspace against a full `cp -a` copy, and containers leaked after 200 episodes with "
-        "5% of their workers SIGKILLed mid-command (then the reaper runs). Baselines are measured "
-        "in the same run, interleaved (exec: blocks of 20 round trips, then the baseline's runs). Takes about 1-2 minutes on 2 cores without a Docker engine "
-        "(the docker figures are then skipped) and about 10 minutes with one (the 200 leak "
-        "episodes dominate).",
+        "(local) and a plain `docker exec` (docker) per command, sandbox start time (p50 of 10), "
+        "a fork of a 50 MB workspace against a full `cp -a` copy, and containers leaked after 200 "
+        "episodes with 5% of their workers SIGKILLed mid-command (then the reaper runs). Baselines "
+        "are measured in the same run, interleaved (exec: blocks of 20 round trips, then the "
+        "baseline's runs). Takes about 1-2 minutes on 2 cores without a Docker engine (the docker "
+        "figures are then skipped) and about 10 minutes with one (the 200 leak episodes dominate).",
         "python -m bench.perf.sandbox --json /tmp/sandbox.json",
     )
     figures: dict[str, float | str] = {}
