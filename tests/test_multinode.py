@@ -39,6 +39,10 @@ def cluster():
 @needs_bwrap
 @pytest.mark.slow
 def test_a_run_spreads_over_two_nodes_and_survives_losing_one(tmp_path, cluster):
+    """Over 60 s (64 s in a full suite on 2 cores at load 8-18, 2026-12-07): a real 25-step
+    training run in a subprocess on a two-node cluster, which must save a step with workers
+    on both nodes before the second node is killed, then finish (or resume) on the head:
+    fewer steps could end before the node is lost."""
     nodes, second = cluster
     args = [sys.executable, "-m", "trainer.train", f"placement.ray_address={nodes.address}",
             f"run.output_dir={tmp_path}", "run.name=multinode", f"run.steps={STEPS}", "run.checkpoint_every=1",

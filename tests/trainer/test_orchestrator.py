@@ -40,6 +40,10 @@ def _records(run_dir: Path) -> list[dict]:
 
 @needs_bwrap
 def test_crashed_and_hung_workers_and_dead_sandboxes_are_retried_not_scored(tmp_path, ray_cluster):
+    """Over 60 s (63 s in a full suite on 2 cores at load 8-18, 2026-12-07): a 3-step run whose
+    worker crashes, whose sandbox dies and whose episode hangs; the hang is only found by
+    `episode_timeout_s` (30 s, what a loaded machine's slowest real episode stays under), and
+    each failed episode is played again by a restarted worker."""
     faults = FaultySandboxes(str(tmp_path), {3: "crash", 6: "sandbox", 9: "hang"})
     config = load_config(
         None,
