@@ -187,16 +187,16 @@ def slug(repo: str) -> str:
     return repo.replace("/", "__")
 
 
-def run_command(command: list[str], rows: int, cache: Path, failures: list[str]) -> tuple[float, int]:
-    """`timed(command)` (its output folder is the last argument; its log beside it), said in a
-    line; a failure is added to `failures`."""
+def run_command(command: list[str], rows: int, cache: Path, failures: list[str]) -> float:
+    """The seconds of `timed(command)` (its output folder is the last argument; its log beside
+    it), said in a line; a failure is added to `failures`."""
     out = Path(command[-1])
     log = out.with_name(f"{out.name}.log")
     seconds, status = timed(command, cache, log)
     print(f"{out.name}: {seconds:.1f} s for {rows} row(s), exit status {status}", flush=True)
     if status != 0:
         failures.append(f"{out.name} (exit status {status}; log: {log})")
-    return seconds, status
+    return seconds
 
 
 def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: dict[str, list[str]], work: Path):
@@ -220,17 +220,16 @@ def measure(args: argparse.Namespace, dataset: Path, repo_cache: Path, groups: d
             if name == "eval" and args.skip_eval:
                 continue
             cache = Path(tempfile.mkdtemp(prefix=f"{name}-cache-", dir=work))
-            cold, _ = run_command(command(ids, work / f"{name}-{slug(repo)}-cold"), len(ids), cache, failures)
+            cold = run_command(command(ids, work / f"{name}-{slug(repo)}-cold"), len(ids), cache, failures)
             warm, own, grading = [], [], []
             # Validation: each warm run paired with the tests' own runs in the same cache, the
             # order alternating, so a machine getting busier or calmer favours neither.
             for index in range(args.repeat if name == "validate" else 1):
-                steps = ("warm", "own") if index % 2 == 0 else ("own", "warm")
-                for step in steps if name == "validate" else ("warm",):
+                paired = ("warm", "own") if index % 2 == 0 else ("own", "warm")
+                for step in paired if name == "validate" else ("warm",):
                     if step == "warm":
                         out = work / f"{name}-{slug(repo)}-warm{index}"
-                        seconds, _ = run_command(command(ids, out), len(ids), cache, failures)
-                        warm.append(seconds)
+                        warm.append(run_command(command(ids, out), len(ids), cache, failures))
                         if name == "validate":
                             grading.append(sum(grading_seconds(out).get(i, 0.0) for i in ids))
                     else:
