@@ -321,3 +321,15 @@ def test_a_two_rank_learner_returns_every_advantage_to_the_curriculum(ray_cluste
     for family, keys in (("f1", ("0", "2")), ("f2", ("1", "3"))):
         learnability = sum(abs(single[key]) for key in keys) / 2  # the first update has no reward gain
         assert pac.stats[family]["last_score"] == pytest.approx(learnability, abs=1e-5)
+
+
+def test_a_local_rays_workers_run_at_the_runs_niceness(ray_cluster):
+    """Ray starts its workers at niceness 15; a run's learner and rollout workers are the run
+    itself, so under another job's load they must not starve (`start_ray`'s docstring)."""
+    import ray
+
+    @ray.remote
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray.get(niceness.remote()) == os.nice(0)

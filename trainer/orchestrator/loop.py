@@ -464,7 +464,11 @@ class RayStartError(RuntimeError):
 def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
     """Join the Ray cluster at `address`, or start a local one; returns whether this call
     started Ray (and so should shut it down). Actors get this checkout on their path and
-    the sandbox settings (AGENTIC_RL_*, SANDBOX_*) of this process. A start or join that
+    the sandbox settings (AGENTIC_RL_*, SANDBOX_*) of this process. A local Ray runs its
+    actors at this process's niceness, not Ray's default of 15 (which keeps a shared node's
+    raylet responsive): the learner and rollout workers are the run itself, so `nice make
+    train-swe` nices all of it and another job at niceness 0 no longer starves it (two busy
+    processes per core made a training step of ~2 s take 131-208 s, 2026-12-07). A start or join that
     fails raises `RayStartError` naming Ray's reason (at load 212 on 2 cores a local node
     timed out during start-up, stress round 4 of 8, 2026-12-06)."""
     import ray
@@ -484,7 +488,8 @@ def start_ray(address: str | None = None, *, workers: int = 1) -> bool:
             cpus = max(os.cpu_count() or 1, workers)  # logical slots; the episodes mostly wait on sandboxes
             # address="local": always a new Ray of this run's own, never a cluster that happens to
             # run on this machine (ray.init() with no address would join the newest one).
-            ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30, **options)
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, object_store_memory=1 << 30,
+                     _system_config={"worker_niceness": os.nice(0)}, **options)  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - whatever Ray raises, it did not start: one line
         try:
             ray.shutdown()  # what did start (a GCS, a raylet) goes with it
