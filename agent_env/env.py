@@ -21,7 +21,7 @@ from typing import Any
 from agent_env.editor import ToolRunner
 from agent_env.grading import GradeMemo, GradeResult, GradingError, grade_patch, sandbox_spec_for
 from agent_env.tools import ToolCallError, parse_tool_calls, tool_schemas
-from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox, started_warm
+from sandboxes import Sandbox, SandboxError, SandboxSpec, make_sandbox, prefork, started_warm
 from tasks import Task
 from tasks.spec import IGNORED_IN_WORKSPACE
 
@@ -225,6 +225,13 @@ class ToolEnv:
         """End the episode from outside (e.g. the rollout's token budget) and grade it."""
         reward, info = self._finish()
         return reward, {**info, "end": reason}
+
+    def prefork(self, count: int) -> None:
+        """Start sandboxes ahead of this episode's next `count` forks where the backend can
+        (`sandboxes.prefork`): they start side by side, and each fork then costs a copy of
+        what changed, not a start of its own."""
+        if self.sandbox is not None:
+            prefork(self.sandbox, count)
 
     def fork(self) -> ToolEnv:
         """An independent copy of this episode: forked sandbox, same turn count and undo history."""

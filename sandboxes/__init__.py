@@ -29,6 +29,7 @@ __all__ = [
     "SandboxSpec",
     "close_all",
     "make_sandbox",
+    "prefork",
     "started_warm",
 ]
 
@@ -45,6 +46,17 @@ def make_sandbox(spec: SandboxSpec, backend: str = "local") -> Sandbox:
             f"sandbox backend {backend!r} cannot load: {exc} (pip install 'agentic-rl[{backend}]')"
         ) from exc
     return cls(spec)
+
+
+def prefork(sandbox: Sandbox, count: int) -> None:
+    """Start `count` sandboxes ahead of as many forks of `sandbox` where its backend can
+    (`LocalSandbox.prefork`), so that the forks cost a copy of what changed and not a start;
+    a no-op for any other sandbox. A caller that knows forks will follow calls it before
+    doing something else (a grading: while the patches apply, while the tests run)."""
+    from sandboxes._channel import SupervisedSandbox
+
+    if count > 0 and isinstance(sandbox, SupervisedSandbox):
+        sandbox.prefork(count)
 
 
 def close_all() -> int:

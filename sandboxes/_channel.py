@@ -113,6 +113,11 @@ class SupervisedSandbox(ABC):
     def fork(self) -> SupervisedSandbox:
         """An independent sandbox with a copy of this one's filesystem, cwd and exports."""
 
+    def prefork(self, count: int) -> None:
+        """Start `count` sandboxes ahead of as many `fork()`s, where the backend can (the
+        local one); none here. A hint: a fork works the same with or without it."""
+        return None  # the default: this backend starts nothing ahead
+
     def _call(self, request: dict, timeout: float) -> dict:
         with self._lock:
             return self._call_locked(request, timeout)

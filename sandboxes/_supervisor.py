@@ -1118,6 +1118,16 @@ def main():
         out.write("\n")
         out.flush()
         return 2
+    if config.get("standby"):
+        # A sandbox started ahead of its fork (the host's `prefork`): its layers are bound
+        # already, the snapshot layer filled only once the fork happens, so nothing is
+        # mounted before the host sends the parent's state (cwd, exports). EOF: not used.
+        out.write(json.dumps({"standby": True}) + "\n")
+        out.flush()
+        line = sys.stdin.readline()
+        if not line:
+            return 0
+        config["state"] = json.loads(line).get("state")
     try:
         supervisor = setup(config)
         supervisor.spawn()

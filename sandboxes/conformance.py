@@ -257,6 +257,40 @@ def check_many_forks_of_one_parent(h: Harness) -> None:
         _equal(sb.read_file("count.txt"), b"2\n")
 
 
+def check_forks_started_ahead_are_the_same_forks(h: Harness) -> None:
+    """`prefork` is a hint (the local backend starts sandboxes ahead; others, none): a fork
+    taken after it has the parent's files, cwd and exports as they are at the fork, not at
+    the prefork, as independently as any fork; more forks than started ahead still work, and
+    spares never taken go with their parent."""
+    from sandboxes import prefork
+
+    with h.sandbox() as sb:
+        prefork(sb, 1)
+        with sb.fork() as unchanged:  # nothing changed since the start: an empty snapshot
+            _equal(unchanged.exec("cat hello.txt src/code.py").output, "hello\nprint('hi')\n")
+        prefork(sb, 2)
+        sb.exec("cd src && export X=1 && echo before > ../state.txt")
+        children = []
+        try:
+            for i in range(3):  # one more than started ahead
+                sb.exec(f"echo {i} > ../count.txt")
+                children.append(sb.fork())
+            outputs = [child.exec("pwd; echo $X; cat ../count.txt ../state.txt").output for child in children]
+            _equal(outputs, [f"/workspace/src\n1\n{i}\nbefore\n" for i in range(3)])
+            children[0].exec("echo child > ../state.txt")
+            sb.exec("echo parent > ../count.txt")
+            _equal([child.read_file("state.txt") for child in children], [b"child\n", b"before\n", b"before\n"])
+            _equal(children[0].read_file("count.txt"), b"0\n")
+            prefork(children[0], 1)
+            with children[0].fork() as grandchild:
+                _equal(grandchild.read_file("state.txt"), b"child\n")
+        finally:
+            for child in children:
+                child.close()
+        _equal(sb.read_file("state.txt"), b"before\n")
+        prefork(sb, 2)  # never taken: closed with `sb`
+
+
 def check_close_is_idempotent_and_final(h: Harness) -> None:
     with h.sandbox() as sb:
         sb.close()

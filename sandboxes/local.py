@@ -66,6 +66,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -74,7 +75,7 @@ from pathlib import Path
 from typing import Literal
 
 from sandboxes import cgroups, reaper
-from sandboxes._channel import SupervisedSandbox
+from sandboxes._channel import SupervisedSandbox, check
 from sandboxes.base import OFFLINE_HOSTS, SandboxError, SandboxSpec, copy_problem
 
 SUPERVISOR = Path(__file__).with_name("_supervisor.py")
@@ -506,6 +507,9 @@ class LocalSandbox(SupervisedSandbox):
         self._layers: list[_Layer] = []
         self._caps: list[cgroups.SandboxCgroup] = []
         self._source: Path | None = None  # the "copy" layout's read-only source
+        self._spares: list[LocalSandbox] | None = []  # started ahead of forks (`prefork`); None once closed
+        self._spares_lock = threading.Lock()
+        standby = bool(_fork and _fork.get("standby"))
         state = None
         try:
             if self.layout == "overlay":
@@ -537,7 +541,7 @@ class LocalSandbox(SupervisedSandbox):
             self._supervisor = supervisor_file()  # decided once: the bind and the command agree
             self._cap_processes()
             info_r, info_w = os.pipe()
-            command = self.bwrap_args(info_fd=info_w) + self._program(state)
+            command = self.bwrap_args(info_fd=info_w) + self._program(state, standby=standby)
             for cap in self._caps:
                 command = cap.wrap(command)
             spawned = _spawner().submit(
@@ -570,6 +574,9 @@ class LocalSandbox(SupervisedSandbox):
             self, _teardown, self._proc, self._root, self._layers, self._caps, os.getpid()
         )
         self._finalizer_info = weakref.finalize(self, os.close, info_r)
+        if standby:  # started ahead of a fork: `_take_over` makes it the fork
+            self._standby = _PipeTransport(self._proc)
+            return
         self._init_channel(_PipeTransport(self._proc), f"local sandbox {self._root.name}", READY_TIMEOUT_S)
         _live.add(self)
 
@@ -643,7 +650,7 @@ class LocalSandbox(SupervisedSandbox):
         (self._root / "hosts").write_text(OFFLINE_HOSTS)
         (self._root / "host.conf").write_text("multi on\n")
 
-    def _program(self, state: dict | None) -> list[str]:
+    def _program(self, state: dict | None, standby: bool = False) -> list[str]:
         spec = self.spec
         limits = spec.limits
         config: dict = {
@@ -665,6 +672,8 @@ class LocalSandbox(SupervisedSandbox):
             },
             "state": state,
         }
+        if standby:
+            config["standby"] = True
         if self._oom_counter() is not None:
             config["oom_counter"] = OOM_COUNTER_IN_SANDBOX
         if self.layout == "overlay":
@@ -767,10 +776,18 @@ class LocalSandbox(SupervisedSandbox):
         """A new sandbox over a snapshot of this workspace, with the same cwd and exports.
 
         Files written outside the workspace (/tmp) are not carried over. Overlay layout:
-        costs a copy of what changed since this sandbox started or last forked. Only the
-        snapshot holds this sandbox's lock: forks started from several threads start their
-        bubblewraps at once.
+        costs a copy of what changed since this sandbox started or last forked, and the
+        start of a sandbox unless `prefork` started one ahead. Only the snapshot holds this
+        sandbox's lock: forks started from several threads start their bubblewraps at once.
         """
+        spare = self._spare()
+        if spare is not None:
+            try:
+                return self._fork_into(spare)
+            except SandboxError as exc:  # a spare that died waiting: the fork starts anew
+                logger.warning(
+                    "%s: a sandbox started ahead of this fork failed (%s); starting one now", self._name, exc
+                )
         with self._lock:
             state = self._state()
             if self.layout == "copy":
@@ -787,19 +804,20 @@ class LocalSandbox(SupervisedSandbox):
                     raise
                 layers = [flat]
             else:
-                layers = list(self._layers)
                 upper = Path(f"/proc/{self._sandbox_init_pid()}/root{RW_IN_SANDBOX}/upper")
-                if any(upper.iterdir()):
-                    snapshot = _Layer.new()
-                    try:
+                snapshot = _Layer.new()
+                try:
+                    if any(upper.iterdir()):
                         _copy_tree(upper, snapshot.tree)
-                        os.chown(snapshot.tree, self.uid, self.uid)
-                    except BaseException:
-                        snapshot.acquire().release()
-                        raise
-                    # The parent goes on writing into its upper directory; the child sees the
-                    # snapshot, so neither sees the other's later writes.
-                    layers.insert(0, snapshot)
+                    os.chown(snapshot.tree, self.uid, self.uid)
+                except BaseException:
+                    snapshot.acquire().release()
+                    raise
+                # The parent goes on writing into its upper directory; the child sees the
+                # snapshot, so neither sees the other's later writes. Stacked even when
+                # empty: every fork of one sandbox has the same layers, started ahead
+                # (`prefork`) or not, so a grading's runs cannot be told apart by them.
+                layers = [snapshot, *self._layers]
             # A use of each layer held for the child until it holds its own: the parent may
             # close (and let go of its layers) while the child starts.
             held = [layer.acquire() for layer in layers]
@@ -810,6 +828,70 @@ class LocalSandbox(SupervisedSandbox):
         finally:
             for layer in held:
                 layer.release()
+
+    def prefork(self, count: int) -> None:
+        """Start `count` sandboxes ahead of as many `fork()`s (the "overlay" layout; a no-op
+        in the "copy" one): each is bubblewrap and its supervisor over this sandbox's layers
+        and an empty snapshot layer, started and waiting, with nothing mounted. A fork then
+        takes one: it copies what changed into the snapshot layer and sends the shell's state,
+        and the supervisor mounts the overlay; the start's cost (processes, a cgroup, the
+        supervisor's imports: ~40 ms, most of it waiting) was paid while the caller did
+        something else. Spares not taken close with this sandbox. A tree rollout starts its
+        branches' sandboxes this way; a grading does not (a sandbox that waited is older, and
+        a run must not be told from another: `agent_env/grading/runs.py`)."""
+        if self.layout != "overlay" or len(self._layers) >= MAX_LAYERS or self.closed:
+            return  # a fork flattens the layers then: a different child
+        for _ in range(count):
+            slot = _Layer.new()
+            try:
+                os.chown(slot.tree, self.uid, self.uid)
+                spare = LocalSandbox(
+                    replace(self.spec),
+                    layout="overlay",
+                    _fork={"uid": self.uid, "layers": [slot, *self._layers], "state": None, "standby": True},
+                )
+            except BaseException:
+                slot.acquire().release()
+                raise
+            with self._spares_lock:
+                if self._spares is not None:
+                    self._spares.append(spare)
+                    continue
+            spare.close()  # this sandbox was closed meanwhile (another thread)
+            return
+
+    def _spare(self) -> LocalSandbox | None:
+        with self._spares_lock:
+            return self._spares.pop(0) if self._spares else None  # None: none, or closed
+
+    def _fork_into(self, spare: LocalSandbox) -> LocalSandbox:
+        """`fork()` into a sandbox `prefork` started: this workspace's changes copied into its
+        empty snapshot layer (before the overlay that stacks it is mounted), then its
+        supervisor started from this shell's state."""
+        try:
+            with self._lock:
+                state = self._state()
+                upper = Path(f"/proc/{self._sandbox_init_pid()}/root{RW_IN_SANDBOX}/upper")
+                if any(upper.iterdir()):
+                    slot = spare._layers[0].tree
+                    _copy_tree(upper, slot)
+                    os.chown(slot, self.uid, self.uid)
+            spare._take_over(state)
+        except BaseException:
+            spare.close()
+            raise
+        return spare
+
+    def _take_over(self, state: dict) -> None:
+        """Start a spare's supervisor (waiting since `prefork`) from its parent's state."""
+        name = f"local sandbox {self._root.name}"
+        transport, self._standby = self._standby, None
+        self._init_channel(transport, name, READY_TIMEOUT_S)  # its standby line: it is up
+        try:
+            check(self._channel.call({"state": state}, time.monotonic() + READY_TIMEOUT_S), name)
+        except TimeoutError as exc:
+            raise SandboxError(f"{name}: the supervisor did not start within {READY_TIMEOUT_S:.0f} s") from exc
+        _live.add(self)
 
     def _merged(self) -> Path:
         """The workspace as the sandbox sees it, from the host (through its init's root)."""
@@ -846,6 +928,10 @@ class LocalSandbox(SupervisedSandbox):
         return [layer.path for layer in self._layers], Path(f"/proc/{self._sandbox_init_pid()}/root{writable}")
 
     def close(self) -> None:
+        with self._spares_lock:
+            spares, self._spares = self._spares or [], None
+        for spare in spares:
+            spare.close()
         self._finalizer()
         self._finalizer_info()
         _live.discard(self)

@@ -7,7 +7,9 @@ exec latency alternates blocks of `BLOCK` round trips with the baseline's share 
 a round trip right after each baseline run measured that process's start (its cache
 misses and wake-ups: 0.86 ms p50 against 0.21 ms back to back, local, calm, 2026-12-07),
 not the round trip;
-- local fork: the "copy" layout's fork, a full `cp -a` of the workspace (the old way).
+- local fork: the "copy" layout's fork, a full `cp -a` of the workspace (the old way); and
+  beside it a fork taken from a sandbox `prefork` started 0.1 s before (`AHEAD_S`), with the
+  prefork call's own time.
 Forks are of a 50 MB workspace in 5,000 files, after the parent changed a few files.
 
 Leaks: 200 episodes, each in its own worker process (start a docker sandbox, run a few
@@ -41,6 +43,9 @@ CLI_ROUNDS = 50
 BLOCK = 20
 STARTS = 10
 FORKS = 5
+AHEAD_S = 0.1
+"""What a caller does between `prefork` and its fork in the "started ahead" figure: a command
+of 0.1 s (a tree rollout's scoring, a test run)."""
 EPISODES = 200
 KILLED_EVERY = 20  # 5%
 WORKERS = 4
@@ -103,13 +108,20 @@ def bench_local(small: Path, big: Path) -> dict[str, float]:
     parent = make_sandbox(SandboxSpec(workspace=big))
     figures["local_start_50mb_ms"] = _ms(t)
     with parent, LocalSandbox(SandboxSpec(workspace=big), layout="copy") as copying:
-        overlay, copy = [], []
+        overlay, copy, ahead, calls = [], [], [], []
         for _ in range(FORKS):  # interleaved
             overlay += _forks_once(parent)
             copy += _forks_once(copying)
+            t = time.perf_counter()
+            parent.prefork(1)
+            calls.append(_ms(t))
+            ahead += _forks_once(parent, busy_s=AHEAD_S)
     figures["local_fork_ms"] = percentile(overlay, 50)
     figures["local_fork_copy_baseline_ms"] = percentile(copy, 50)
     figures["local_fork_speedup"] = figures["local_fork_copy_baseline_ms"] / figures["local_fork_ms"]
+    figures["local_fork_started_ahead_ms"] = percentile(ahead, 50)
+    figures["local_prefork_call_ms"] = percentile(calls, 50)
+    figures["local_fork_started_ahead_speedup"] = figures["local_fork_ms"] / figures["local_fork_started_ahead_ms"]
     return figures
 
 
@@ -123,8 +135,12 @@ def _exec_figures(backend: str, persistent: list[float], baseline: str, fresh: l
     }
 
 
-def _forks_once(parent) -> list[float]:
+def _forks_once(parent, busy_s: float = 0.0) -> list[float]:
+    """One fork's time, after the parent changed 10 files (and, with `busy_s`, went on with a
+    command that long, as a caller does between a `prefork` and its fork)."""
     parent.exec("for j in 1 2 3 4 5 6 7 8 9 10; do echo $RANDOM > edit-$j.txt; done")
+    if busy_s:
+        parent.exec(f"sleep {busy_s}")
     t = time.perf_counter()
     child = parent.fork()
     elapsed = _ms(t)

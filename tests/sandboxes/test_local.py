@@ -298,6 +298,43 @@ def test_layers_are_removed_with_their_last_user(workspace):
 
 
 @needs_root
+def test_a_fork_takes_a_sandbox_started_ahead_and_spares_go_with_their_parent(workspace):
+    """`prefork`: the fork is the sandbox started ahead (its processes were up before the
+    fork was asked for), over the parent's layers and a snapshot layer of what changed;
+    spares never taken are closed, processes and folders, with their parent."""
+    parent = make_sandbox(SandboxSpec(workspace=workspace))
+    try:
+        parent.prefork(3)
+        first, *rest = parent._spares
+        parent.exec("echo edit > small.txt")
+        child = parent.fork()
+        assert child is first and parent._spares == rest
+        assert [layer.tree for layer in child._layers[1:]] == [layer.tree for layer in parent._layers]
+        assert sorted(p.name for p in child._layers[0].tree.iterdir()) == ["small.txt"]
+        assert child.read_file("small.txt") == b"edit\n"
+        child.close()
+        spares = [(spare.host_pid, spare._root) for spare in rest]
+    finally:
+        parent.close()
+    for pid, root in spares:
+        assert wait_for_pid_exit(pid, 10) and not root.exists()
+
+
+@needs_root
+def test_a_spare_that_died_waiting_gives_way_to_a_fork_started_then(workspace, caplog):
+    with make_sandbox(SandboxSpec(workspace=workspace)) as parent:
+        parent.prefork(1)
+        (spare,) = parent._spares
+        os.killpg(spare.host_pid, signal.SIGKILL)
+        assert wait_for_pid_exit(spare.host_pid, 10)
+        parent.exec("echo edit > small.txt")
+        with parent.fork() as child:
+            assert child is not spare and spare.closed
+            assert child.read_file("small.txt") == b"edit\n"
+        assert "a sandbox started ahead of this fork failed" in caplog.text
+
+
+@needs_root
 def test_deep_fork_chains_are_flattened(workspace, monkeypatch):
     monkeypatch.setattr(local, "MAX_LAYERS", 3)
     sandboxes = [make_sandbox(SandboxSpec(workspace=workspace))]

@@ -242,6 +242,8 @@ def run_tree(
             for score, _, branch in ranked:
                 if branch.done or score < expand_above:
                     continue
+                # The branch's new sandboxes start side by side, not one after another.
+                branch.env.prefork(min(children - 1, max_branches - len(branches)))
                 for _ in range(children - 1):
                     if len(branches) >= max_branches:
                         break
