@@ -4,7 +4,6 @@ and time each phase (`agent_env.grading.verdict` states the contract)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import random
@@ -84,6 +83,10 @@ class Prepared:
     command: str
     twins: tuple[Twin, ...]
     skipped_twins: tuple[str, ...]
+    twin_files: tuple[tuple[str, str], ...] = ()
+    """Each file a twin alters, with its text as the verdict run reads it, by path: every
+    run (the verdict's and each twin's) writes them all into its fork, so that no run can
+    tell the verdict from a twin by which of its files were written after the fork."""
 
 
 def _django_descriptions(
@@ -205,7 +208,8 @@ def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Pr
     command = select_command(task.grading.test_command, required, files, described, positions)
     command = command or task.grading.test_command
     twins, skipped = _build_twins(task, sandbox, files, runner, rng, described, sources)
-    return Prepared(dropped, files, command, tuple(twins), tuple(skipped))
+    twin_files = tuple((path, sources[path] or "") for path in sorted({twin.path for twin in twins}))
+    return Prepared(dropped, files, command, tuple(twins), tuple(skipped), twin_files)
 
 
 LONG_COMMAND = 100_000
@@ -226,19 +230,32 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
     return run_fresh(sandbox, f'eval "$(< {COMMAND_FILE})"', timeout)
 
 
-def _run_twin(sandbox: Sandbox, twin: Twin, command: str, timeout: float, group: SandboxGroup) -> ExecResult:
+def _run_in_fork(files: dict[str, str], command: str, timeout: float, fork: Sandbox) -> ExecResult:
+    """A run (the verdict's or a twin's) in `fork`, a fork of the prepared grading sandbox:
+    `files` written in order, then the command. Every run is made the same way, so the tested
+    code sees the same sandbox in each: its layers, which files were written after the fork
+    and in what order (a verdict run in the grading sandbox itself was told apart from the
+    twins by the layers /proc/self/mountinfo lists: rt5_canary_aware_by_mounts). None is
+    started ahead (`sandboxes.prefork`): a sandbox that waited is older than one that did not
+    (its /tmp's times, its pid 1's start), and that too would tell the runs apart."""
+    with fork:
+        for path, text in files.items():
+            fork.write_file(path, text)
+        return run_command(fork, command, timeout)
+
+
+def _run_twin(sandbox: Sandbox, twin: Twin, prepared: Prepared, timeout: float, group: SandboxGroup) -> ExecResult:
     """One canary twin in a fork of the prepared sandbox: its own processes, its own files
     (the fork is closed at once if the grading is stopped: `parallel`)."""
-    with group.track(fork_in_groups(sandbox)) as twin_sandbox:
-        assert twin.source is not None
-        twin_sandbox.write_file(twin.path, twin.source)
-        return run_command(twin_sandbox, command, timeout)
+    assert twin.source is not None
+    files = {path: twin.source if path == twin.path else text for path, text in prepared.twin_files}
+    return _run_in_fork(files, prepared.command, timeout, group.track(fork_in_groups(sandbox)))
 
 
 PHASES = ("start", "setup", "tests", "canaries", "teardown")
 """Where a grading's time goes (`Runs.seconds`): starting the grading sandbox; applying the
-patches, judging the tree and planning the runs; the verdict run; the canary twins (the clean
-fork kept for them, and their runs); closing the sandboxes."""
+patches, judging the tree and planning the runs; the verdict run (and its fork, where the task
+has twins); the canary twins' forks and runs; closing the sandboxes."""
 
 
 @dataclass(frozen=True)
@@ -273,9 +290,10 @@ def run_tests(
     rng: random.Random,
     clock: Callable[[], float] = time.monotonic,
 ) -> Runs | str:
-    """Prepare the grading sandbox and keep a fork of it, untouched, before any tested code
-    runs; run the verdict command in the sandbox; when it exits 0, run each twin in a fork of
-    the untouched one, `PARALLEL_RUNS` at once. A failed verdict run needs no canary: it is
+    """Prepare the grading sandbox, then run the tests in forks of it, so that it stays as
+    prepared: no tested code ever runs in it. The verdict run first (in a fork too where the
+    task has twins: every run is made alike, `_run_in_fork`); when it exits 0, each twin in a
+    fork of its own, `PARALLEL_RUNS` at once. A failed verdict run needs no canary: it is
     reward 0 whatever they would say, so a failing patch costs one fork and one run. `clock`
     times the phases (`Runs.seconds`)."""
     timeout = task.limits.grading_timeout_s
@@ -288,16 +306,17 @@ def run_tests(
             phases.end("setup")
             if isinstance(prepared, str):
                 return prepared
-            with contextlib.ExitStack() as stack:
+            if prepared.twins:
                 # A fork in the groups of the grading sandbox (an evaluation's run: its stop
-                # closes the copy and the twins made from it, not only the grading sandbox).
-                clean = stack.enter_context(fork_in_groups(sandbox)) if prepared.twins else None
-                phases.end("canaries")
+                # closes the forks too, not only the grading sandbox).
+                files = dict(prepared.twin_files)
+                verdict = _run_in_fork(files, prepared.command, timeout, fork_in_groups(sandbox))
+            else:
                 verdict = run_command(sandbox, prepared.command, timeout)
-                phases.end("tests")
-                if clean is not None and verdict.exit_code == 0 and not verdict.timed_out:
-                    ended = _run_twins(task, clean, prepared, timeout)
-                    phases.end("canaries")
+            phases.end("tests")
+            if prepared.twins and verdict.exit_code == 0 and not verdict.timed_out:
+                ended = _run_twins(task, sandbox, prepared, timeout)
+                phases.end("canaries")
         phases.end("teardown")
     except SandboxError as exc:
         raise Crash(f"the sandbox failed during the test run: {exc}") from exc
@@ -308,10 +327,12 @@ def run_tests(
     return Runs(prepared, verdict, tuple(ended), {name: round(value, 4) for name, value in phases.seconds.items()})
 
 
-def _run_twins(task: Task, clean: Sandbox, prepared: Prepared, timeout: float) -> list[tuple[Twin, ExecResult | None]]:
+def _run_twins(
+    task: Task, sandbox: Sandbox, prepared: Prepared, timeout: float
+) -> list[tuple[Twin, ExecResult | None]]:
     ended: list[tuple[Twin, ExecResult | None]] = []
     with parallel_runs(PARALLEL_RUNS) as (pool, group):
-        futures = [pool.submit(_run_twin, clean, twin, prepared.command, timeout, group) for twin in prepared.twins]
+        futures = [pool.submit(_run_twin, sandbox, twin, prepared, timeout, group) for twin in prepared.twins]
         for twin, future in zip(prepared.twins, futures, strict=True):
             try:
                 ended.append((twin, future.result()))

@@ -18,7 +18,9 @@ anything in that process, so no verdict here comes from a checker inside the tes
    required tests (`agent_env.grading.selection`), runs once with the stock runner (no plugin of
    ours) as a fresh process; it must exit 0.
 3. **Canary twins must fail.** Each FAIL_TO_PASS test gets twins (`agent_env.grading.canaries`):
-   the same command in a fork of the same sandbox, where that test raises after its body
+   the same command in a fork of the same sandbox (the verdict run is a fork alike, with the
+   same files written into it, so that no run tells itself from another by its sandbox),
+   where that test raises after its body
    completes (tail) or where each equality assertion expects another value of the
    expected value's type (expectation; a test with none gets its first assertion
    negated instead). A genuine fix fails both; a skipped body, a

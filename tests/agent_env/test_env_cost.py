@@ -24,16 +24,16 @@ def test_start_tool_calls_grading_and_lifetime_are_booked_apart():
     assert env.cost == SandboxCost(start="cold", start_seconds=START_S)
     env.step(bash("echo working #slow"))  # t = 3 -> 5
     env.step(bash("echo quick"))  # no time
-    # t = 5 -> 8.5: grading starts a sandbox of its own and keeps one untouched fork for the
-    # canary twins; the empty patch fails its verdict run, so no twin runs
+    # t = 5 -> 8.5: grading starts a sandbox of its own and runs the tests in a fork of it
+    # (as every canary twin runs); the empty patch fails its verdict run, so no twin runs
     _, _, terminated, _, info = env.step(FINISH)
     assert terminated and info["end"] == "finish"
     env.close()  # the agent's sandbox lived from 0 to 8.5
     grading = START_S + FORK_S
-    # Of grading: the start is setup, the clean fork kept for the twins is the canaries' part.
+    # Of grading: the start is setup, the verdict run's fork is the test run's part.
     assert env.cost == SandboxCost(
         start="cold", start_seconds=START_S, tool_seconds=SLOW_S, grading_seconds=grading,
-        lifetime_seconds=START_S + SLOW_S + grading, grading_setup_seconds=START_S, canary_seconds=FORK_S,
+        lifetime_seconds=START_S + SLOW_S + grading, grading_setup_seconds=START_S, test_run_seconds=FORK_S,
     )  # fmt: skip
     assert env.cost.sandbox_seconds == 8.5 + 3.5  # its lifetime, and grading's sandboxes beside it
     env.close()
@@ -50,13 +50,13 @@ def test_a_passing_grading_books_its_verdict_run_and_its_canaries_apart():
     env.close()
     twins = len(info["grade"].canaries)
     assert reward == 1.0 and twins == 2 * len(TASK.grading.fail_to_pass)
-    # The grading sandbox's start is setup; the clean fork and one fork per twin are the
-    # canaries'; the verdict run and the closes take no time on this clock.
-    assert (env.cost.grading_setup_seconds, env.cost.canary_seconds) == (START_S, FORK_S * (1 + twins))
-    assert (env.cost.test_run_seconds, env.cost.grading_teardown_seconds, env.cost.close_seconds) == (0, 0, 0)
+    # The grading sandbox's start is setup; the verdict run's fork is the test run's, one fork
+    # per twin the canaries'; the runs and the closes take no time on this clock.
+    assert (env.cost.grading_setup_seconds, env.cost.canary_seconds) == (START_S, FORK_S * twins)
+    assert (env.cost.test_run_seconds, env.cost.grading_teardown_seconds, env.cost.close_seconds) == (FORK_S, 0, 0)
     assert env.cost.grading_seconds == START_S + FORK_S * (1 + twins)
     assert info["grade"].seconds == {
-        "start": START_S, "setup": 0.0, "tests": 0.0, "canaries": FORK_S * (1 + twins), "teardown": 0.0,
+        "start": START_S, "setup": 0.0, "tests": FORK_S, "canaries": FORK_S * twins, "teardown": 0.0,
     }  # fmt: skip
 
 
