@@ -4,7 +4,9 @@ Same tasks, same engine (the tiny model with the KV prefix cache), same turn and
 limits, measured in one run. Linear: `branches` independent episodes per task, every token
 of each processed. Tree: one tree of `branches` branches per task, forking after every turn,
 shared prefixes counted (and computed) once. `token_saving` = 1 - tree / linear tokens per
-trajectory (target >= 0.30). `sandbox_fork_ms`: `ToolEnv.fork` of a started episode.
+trajectory (target >= 0.30). `sandbox_fork_ms`: `ToolEnv.fork` of a started episode;
+`sandbox_3_forks_ms` three of them at once, against `sandbox_3_forks_started_ahead_ms`, the
+same after `ToolEnv.prefork(3)` (each pair interleaved, medians of 5).
 
 The learner side (`learner.tree_packing`, `trainer.learner.tree`): SAO steps (critic
 targets, the policy update, the critic's updates) on the trajectories just generated, flat
@@ -34,6 +36,10 @@ BRANCHES = 4
 MAX_TURNS = 3
 MAX_NEW_TOKENS = 24
 STEPS = 5
+EXPANSION = 3
+"""Forks of one episode at a branch point, for the forks' figures: one after another (each a
+start), and with `ToolEnv.prefork` first (their sandboxes started side by side, as
+`run_tree` does)."""
 """Learner steps timed per layout (after one untimed step each)."""
 
 
@@ -122,7 +128,7 @@ def main() -> None:
         trees += trajectories
     wall_tree = time.perf_counter() - started
 
-    forks = []
+    forks, serial, ahead = [], [], []
     with ToolEnv(tasks[0]) as env:
         env.reset()
         for _ in range(10):
@@ -130,6 +136,15 @@ def main() -> None:
             child = env.fork()
             forks.append((time.perf_counter() - t) * 1000)
             child.close()
+        for _ in range(5):  # a branch point's forks: one after another, then started side by side
+            for started_ahead, times in ((False, serial), (True, ahead)):
+                t = time.perf_counter()
+                if started_ahead:
+                    env.prefork(EXPANSION)
+                children = [env.fork() for _ in range(EXPANSION)]
+                times.append((time.perf_counter() - t) * 1000)
+                for child in children:
+                    child.close()
 
     per_linear = linear_tokens / linear_count
     per_tree = tree_tokens / tree_count
@@ -144,6 +159,9 @@ def main() -> None:
             "wall_seconds_linear": wall_linear,
             "wall_seconds_tree": wall_tree,
             "sandbox_fork_ms": percentile(forks, 50),
+            f"sandbox_{EXPANSION}_forks_ms": percentile(serial, 50),
+            f"sandbox_{EXPANSION}_forks_started_ahead_ms": percentile(ahead, 50),
+            "forks_started_ahead_speedup": percentile(serial, 50) / percentile(ahead, 50),
             **learner_figures("trees", trees),
             **learner_figures("independent", linear),
         },

@@ -239,14 +239,15 @@ def run_tree(
                     end_now(branch, "pruned:low_score")
                     pruned += 1
                     active.remove(branch)
+            expanding, room = [], max_branches - len(branches)
             for score, _, branch in ranked:
-                if branch.done or score < expand_above:
-                    continue
-                # The branch's new sandboxes start side by side, not one after another.
-                branch.env.prefork(min(children - 1, max_branches - len(branches)))
-                for _ in range(children - 1):
-                    if len(branches) >= max_branches:
-                        break
+                if not branch.done and score >= expand_above and room > 0:
+                    expanding.append((branch, min(children - 1, room)))
+                    room -= expanding[-1][1]
+            for branch, forks in expanding:  # every new sandbox starts now, side by side
+                branch.env.prefork(forks)
+            for branch, forks in expanding:
+                for _ in range(forks):
                     began = clock()
                     child_env = branch.env.fork()
                     child = Branch(
