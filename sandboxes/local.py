@@ -510,6 +510,8 @@ class LocalSandbox(SupervisedSandbox):
         self._spares: list[LocalSandbox] | None = []  # started ahead of forks (`prefork`); None once closed
         self._spares_lock = threading.Lock()
         standby = bool(_fork and _fork.get("standby"))
+        self._standby: _PipeTransport | None = None  # a spare's pipes until a fork takes it over
+        self._standby_state: dict | None = None  # the shell state a fork gives it
         state = None
         try:
             if self.layout == "overlay":
@@ -782,8 +784,10 @@ class LocalSandbox(SupervisedSandbox):
         """
         spare = self._spare()
         if spare is not None:
+            self._fill(spare)
             try:
-                return self._fork_into(spare)
+                spare._take_over()
+                return spare
             except SandboxError as exc:  # a spare that died waiting: the fork starts anew
                 logger.warning(
                     "%s: a sandbox started ahead of this fork failed (%s); starting one now", self._name, exc
@@ -864,33 +868,37 @@ class LocalSandbox(SupervisedSandbox):
         with self._spares_lock:
             return self._spares.pop(0) if self._spares else None  # None: none, or closed
 
-    def _fork_into(self, spare: LocalSandbox) -> LocalSandbox:
-        """`fork()` into a sandbox `prefork` started: this workspace's changes copied into its
-        empty snapshot layer (before the overlay that stacks it is mounted), then its
-        supervisor started from this shell's state."""
+    def _fill(self, spare: LocalSandbox) -> None:
+        """Give a spare (`prefork`) what a fork gives a new sandbox: this workspace's changes,
+        copied into its empty snapshot layer before the overlay that stacks it is mounted,
+        and this shell's state. Raises as `fork()` would (the spare closed)."""
         try:
             with self._lock:
-                state = self._state()
+                spare._standby_state = self._state()
                 upper = Path(f"/proc/{self._sandbox_init_pid()}/root{RW_IN_SANDBOX}/upper")
                 if any(upper.iterdir()):
                     slot = spare._layers[0].tree
                     _copy_tree(upper, slot)
                     os.chown(slot, self.uid, self.uid)
-            spare._take_over(state)
         except BaseException:
             spare.close()
             raise
-        return spare
 
-    def _take_over(self, state: dict) -> None:
-        """Start a spare's supervisor (waiting since `prefork`) from its parent's state."""
+    def _take_over(self) -> None:
+        """Start a spare's supervisor (waiting since `prefork`) from its parent's state; a
+        spare that does not start is closed (`SandboxError`)."""
         name = f"local sandbox {self._root.name}"
         transport, self._standby = self._standby, None
-        self._init_channel(transport, name, READY_TIMEOUT_S)  # its standby line: it is up
         try:
-            check(self._channel.call({"state": state}, time.monotonic() + READY_TIMEOUT_S), name)
+            self._init_channel(transport, name, READY_TIMEOUT_S)  # its standby line: it is up
+            state = {"state": self._standby_state}
+            check(self._channel.call(state, time.monotonic() + READY_TIMEOUT_S), name)
         except TimeoutError as exc:
+            self.close()
             raise SandboxError(f"{name}: the supervisor did not start within {READY_TIMEOUT_S:.0f} s") from exc
+        except BaseException:
+            self.close()
+            raise
         _live.add(self)
 
     def _merged(self) -> Path:
