@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -65,8 +66,12 @@ def grading_spec_for(task: Task) -> SandboxSpec:
     return dataclasses.replace(spec, limits=dataclasses.replace(spec.limits, output_bytes=output))
 
 
-PARALLEL_RUNS = 4
-"""How many of one grading's runs (the verdict run and its canary twins) go at once."""
+PARALLEL_RUNS = max(1, min(4, len(os.sched_getaffinity(0))))
+"""How many of one grading's canary twins run at once: four, or as many as this process has
+cores. The verdict run has a core of its own; twins that shared cores would each get less,
+and tested code that times its own share of the CPU would tell them from it (the attack
+`rt5_canary_aware_by_cpu`: honest under 80% of a core, a forged pass elsewhere, earned 1.0
+on a calm 2-core machine with four twins at once)."""
 
 
 class Crash(Exception):
