@@ -52,7 +52,8 @@ def prefork(sandbox: Sandbox, count: int) -> None:
     """Start `count` sandboxes ahead of as many forks of `sandbox` where its backend can
     (`LocalSandbox.prefork`), so that the forks cost a copy of what changed and not a start;
     a no-op for any other sandbox. A caller that knows forks will follow calls it before
-    doing something else (a grading: while the patches apply, while the tests run)."""
+    doing something else (a tree rollout, before its branch point's forks; never a grading,
+    whose runs must not differ in age: `agent_env/grading/runs.py`)."""
     from sandboxes._channel import SupervisedSandbox
 
     if count > 0 and isinstance(sandbox, SupervisedSandbox):

@@ -69,9 +69,9 @@ def grading_spec_for(task: Task) -> SandboxSpec:
 PARALLEL_RUNS = max(1, min(4, len(os.sched_getaffinity(0))))
 """How many of one grading's canary twins run at once: four, or as many as this process has
 cores. The verdict run has a core of its own; twins that shared cores would each get less,
-and tested code that times its own share of the CPU would tell them from it (the attack
-`rt5_canary_aware_by_cpu`: honest under 80% of a core, a forged pass elsewhere, earned 1.0
-on a calm 2-core machine with four twins at once)."""
+and tested code that times its own share of the CPU would tell them from it (honest under
+80% of a core, a forged pass elsewhere: it earned 1.0 on a calm 2-core machine with four
+twins at once; docs/grading.md, "What still tells the runs apart")."""
 
 
 class Crash(Exception):
