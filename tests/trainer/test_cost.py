@@ -19,12 +19,13 @@ from trainer.inference.rollout import ChatFormat, HeuristicScorer, run_episode, 
 from trainer.inference.trajectory import Trajectory
 from trainer.metrics import plot, step_record
 
-# Grading starts a sandbox (3 s) and forks a clean copy for the canary twins (0.5 s); the twins
-# themselves run only after a verdict that passed, and here the scripted agent fixes nothing.
+# Grading starts a sandbox (3 s) and runs the tests in a fork of it (0.5 s), as every canary
+# twin runs; the twins themselves run only after a verdict that passed, and here the scripted
+# agent fixes nothing.
 GRADING_S = START_S + FORK_S
-# Where that went: the start is grading's setup, the clean fork its canaries' part; the verdict
-# run and the closes take no time on the fake clock.
-SPLIT = {"grading_setup_seconds": START_S, "test_run_seconds": 0.0, "canary_seconds": FORK_S,
+# Where that went: the start is grading's setup, the verdict run's fork its test run; the runs
+# and the closes take no time on the fake clock.
+SPLIT = {"grading_setup_seconds": START_S, "test_run_seconds": FORK_S, "canary_seconds": 0.0,
          "grading_teardown_seconds": 0.0, "close_seconds": 0.0}  # fmt: skip
 
 TASK = builtin_tasks()[0]
