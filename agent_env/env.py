@@ -83,9 +83,10 @@ class SandboxCost:
     """Of `grading_seconds`: taking the diff, starting the grading sandbox, applying the
     patches and judging the tree (and the control run, when one was needed)."""
     test_run_seconds: float = 0.0
-    """Of `grading_seconds`: the verdict run of the required tests."""
+    """Of `grading_seconds`: the verdict run of the required tests (and its fork, where the
+    task has canary twins)."""
     canary_seconds: float = 0.0
-    """Of `grading_seconds`: the canary twins (the clean fork kept for them, and their runs)."""
+    """Of `grading_seconds`: the canary twins (their forks and runs)."""
     grading_teardown_seconds: float = 0.0
     """Of `grading_seconds`: closing the grading sandboxes."""
     close_seconds: float = 0.0
