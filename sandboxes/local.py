@@ -511,7 +511,6 @@ class LocalSandbox(SupervisedSandbox):
         self._spares_lock = threading.Lock()
         standby = bool(_fork and _fork.get("standby"))
         self._standby: _PipeTransport | None = None  # a spare's pipes until a fork takes it over
-        self._standby_state: dict | None = None  # the shell state a fork gives it
         state = None
         try:
             if self.layout == "overlay":
@@ -784,9 +783,9 @@ class LocalSandbox(SupervisedSandbox):
         """
         spare = self._spare()
         if spare is not None:
-            self._fill(spare)
+            state = self._fill(spare)
             try:
-                spare._take_over()
+                spare._take_over(state)
                 return spare
             except SandboxError as exc:  # a spare that died waiting: the fork starts anew
                 logger.warning(
@@ -868,13 +867,14 @@ class LocalSandbox(SupervisedSandbox):
         with self._spares_lock:
             return self._spares.pop(0) if self._spares else None  # None: none, or closed
 
-    def _fill(self, spare: LocalSandbox) -> None:
+    def _fill(self, spare: LocalSandbox) -> dict:
         """Give a spare (`prefork`) what a fork gives a new sandbox: this workspace's changes,
-        copied into its empty snapshot layer before the overlay that stacks it is mounted,
-        and this shell's state. Raises as `fork()` would (the spare closed)."""
+        copied into its empty snapshot layer before the overlay that stacks it is mounted;
+        returns this shell's state, for `_take_over`. Raises as `fork()` would (the spare
+        closed)."""
         try:
             with self._lock:
-                spare._standby_state = self._state()
+                state = self._state()
                 upper = Path(f"/proc/{self._sandbox_init_pid()}/root{RW_IN_SANDBOX}/upper")
                 if any(upper.iterdir()):
                     slot = spare._layers[0].tree
@@ -883,16 +883,16 @@ class LocalSandbox(SupervisedSandbox):
         except BaseException:
             spare.close()
             raise
+        return state
 
-    def _take_over(self) -> None:
+    def _take_over(self, state: dict) -> None:
         """Start a spare's supervisor (waiting since `prefork`) from its parent's state; a
         spare that does not start is closed (`SandboxError`)."""
         name = f"local sandbox {self._root.name}"
         transport, self._standby = self._standby, None
         try:
             self._init_channel(transport, name, READY_TIMEOUT_S)  # its standby line: it is up
-            state = {"state": self._standby_state}
-            check(self._channel.call(state, time.monotonic() + READY_TIMEOUT_S), name)
+            check(self._channel.call({"state": state}, time.monotonic() + READY_TIMEOUT_S), name)
         except TimeoutError as exc:
             self.close()
             raise SandboxError(f"{name}: the supervisor did not start within {READY_TIMEOUT_S:.0f} s") from exc

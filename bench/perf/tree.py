@@ -36,11 +36,11 @@ BRANCHES = 4
 MAX_TURNS = 3
 MAX_NEW_TOKENS = 24
 STEPS = 5
+"""Learner steps timed per layout (after one untimed step each)."""
 EXPANSION = 3
 """Forks of one episode at a branch point, for the forks' figures: one after another (each a
 start), and with `ToolEnv.prefork` first (their sandboxes started side by side, as
 `run_tree` does)."""
-"""Learner steps timed per layout (after one untimed step each)."""
 
 
 def make_learner(tree: bool):
