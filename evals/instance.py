@@ -29,7 +29,9 @@ logger = logging.getLogger(__name__)
 INFRA_ERRORS = (SandboxError, GradingError, EngineError, TaskError)
 # Rules of the grading contract that mean the test run's account cannot be trusted: an
 # evaluation fails them as training does (XFAIL / SKIPPED follow SWE-bench's own rule here).
-INTEGRITY_RULES = frozenset({"patch_rejected", "patch_too_large", "canary_passed", "grading_crashed_by_patch"})
+INTEGRITY_RULES = frozenset(
+    {"patch_rejected", "patch_too_large", "canary_passed", "tail_not_reached", "grading_crashed_by_patch"}
+)
 LOG_TAIL_CHARS = 4000
 
 

@@ -11,6 +11,13 @@ exit status must be non-zero:
 - **tail**: the test function wrapped so that it raises after it returns normally. A
   genuine fix fails it (the test body completes, then the raise); a skipped body, an
   outcome rewritten to "passed", an expected failure, or an exit before the raise pass it.
+  Just before the raise, the tail writes its *mark* (a random text, at a random path under
+  /tmp) when the body has completed without a failed `subTest`; the grader reads it back
+  from the twin's sandbox after the run. A genuine fix writes it; an honest run of unfixed
+  code fails in the body and does not, so code that forges a pass at random (in some
+  processes, not knowing which run is which) is caught in the tail twin whichever way it
+  goes there: a forged pass exits 0, an honest run leaves no mark (`tail_not_reached`).
+  Only the twin's source holds the mark's path and text.
 - **expectation**: each equality assertion at the top level of the test's body (`assert a
   == b`, `self.assertEqual(a, b)`, `assert_equal(a, b)`) has its expected side changed to
   a different value of the same type (a literal in the source, a computed value at run
@@ -64,6 +71,9 @@ class Twin:
     source: str | None
     reason: str = ""
     """Why `source` is None (the twin was not built)."""
+    mark: tuple[str, str] | None = None
+    """A tail twin's mark: the absolute path it writes, and the text, once the test's body
+    has completed (None for other twins)."""
 
 
 # Twins' own names read like a test suite's helpers (no fixed prefix, no hex), drawn anew for
@@ -135,13 +145,15 @@ def _is_mark(decorator: ast.expr) -> bool:
     return "mark" in ast.unparse(node).split(".")
 
 
-def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Random) -> Twin:
-    """`source` with `qualname` wrapped so that it raises after returning normally.
+def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Random, mark_dir: str = "/tmp") -> Twin:
+    """`source` with `qualname` wrapped so that it writes its mark (`Twin.mark`) and raises
+    after returning normally.
 
     The wrapper keeps the test's signature (pytest finds fixtures and parameters by it,
     also on versions that do not follow `__wrapped__`), its attributes (`pytestmark`,
     unittest's expected-failure flag: `functools.wraps`), and is async where the test is.
-    It is appended after the last line, so no line of the file moves."""
+    It is appended after the last line, so no line of the file moves. The mark is a file in
+    `mark_dir` (the sandbox's /tmp)."""
     tree = _parse(source, qualname)
     if isinstance(tree, str):
         return Twin("tail", test, path, None, tree)
@@ -150,29 +162,41 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
     if len(classes) != qualname.count("."):
         return Twin("tail", test, path, None, f"class {qualname.rsplit('.', 1)[0]} is not defined at the top of {path}")
     name = qualname.rsplit(".", 1)[-1]
-    wrap, inner, target, tools, inspect, args, kwargs = _idents(rng, 7, source)
+    wrap, inner, target, tools, inspect, files, opener, handle, outcome, args, kwargs = _idents(rng, 11, source)
     exception = rng.choice(_TAIL_EXCEPTIONS)
     message = " ".join(rng.sample(_NAME_WORDS, rng.randint(2, 4)))
+    mark = (f"{mark_dir}/{_idents(rng, 1)[0]}", " ".join(rng.sample(_NAME_WORDS, 3)) + f" {rng.getrandbits(48)}")
+    holder = owner or None
     if function is not None and all(_is_mark(d) for d in function.decorator_list):
         params, call = ast.unparse(function.args), _call_of(function.args)
         is_async: bool | None = isinstance(function, ast.AsyncFunctionDef)
+        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+        instance = positional[0] if holder and positional else "None"
     else:  # inherited, assigned, or decorated (mock.patch adds arguments): take anything
         params = call = f"*{args}, **{kwargs}"
         is_async = None
-    holder = owner or None
+        instance = f"({args}[0] if {args} else None)" if holder else "None"
     lookup = f"{owner}.__dict__.get({name!r}) or getattr({owner}, {name!r})" if holder else name
     lines = [
         "",
         "",
         f"def {wrap}({inner}):",
-        f"    import functools as {tools}, inspect as {inspect}",
+        f"    import functools as {tools}, inspect as {inspect}, io as {files}",
+        # Taken when the module loads: a test's own monkeypatch of open() is undone only
+        # at its teardown, after the tail.
+        f"    {opener} = {files}.open",
     ]
-    sync = [f"    def {target}({params}):", f"        {inner}({call})", f"        raise {exception}({message!r})"]
-    coro = [
-        f"    async def {target}({params}):",
-        f"        await {inner}({call})",
+    # The mark, once the body has completed: unittest records a failed subTest on the test's
+    # `_outcome` and lets the body go on, so a body that returns has not always passed.
+    tail = [
+        f"        {outcome} = getattr({instance}, '_outcome', None)",
+        f"        if getattr({outcome}, 'success', True) is not False:",
+        f"            with {opener}({mark[0]!r}, 'w') as {handle}:",
+        f"                {handle}.write({mark[1]!r})",
         f"        raise {exception}({message!r})",
     ]
+    sync = [f"    def {target}({params}):", f"        {inner}({call})", *tail]
+    coro = [f"    async def {target}({params}):", f"        await {inner}({call})", *tail]
     if is_async is None:
         lines += [f"    if {inspect}.iscoroutinefunction({inner}):", *("    " + line for line in coro)]
         lines += ["    else:", *("    " + line for line in sync)]
@@ -187,7 +211,7 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
         "",
     ]
     text = source if source.endswith("\n") else source + "\n"
-    return Twin("tail", test, path, text + "\n".join(lines))
+    return Twin("tail", test, path, text + "\n".join(lines), mark=mark)
 
 
 def _literal_like(node: ast.expr) -> bool:

@@ -235,26 +235,50 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
     return run_fresh(sandbox, f'eval "$(< {COMMAND_FILE})"', timeout)
 
 
-def _run_in_fork(files: dict[str, str], command: str, timeout: float, fork: Sandbox) -> ExecResult:
+def _run_in_fork(
+    files: dict[str, str], command: str, timeout: float, fork: Sandbox, read_back: str | None = None
+) -> tuple[ExecResult, bytes | None]:
     """A run (the verdict's or a twin's) in `fork`, a fork of the prepared grading sandbox:
-    `files` written in order, then the command. Every run is made the same way, so the tested
-    code sees the same sandbox in each: its layers, which files were written after the fork
-    and in what order (a verdict run in the grading sandbox itself was told apart from the
-    twins by the layers /proc/self/mountinfo lists: rt5_canary_aware_by_mounts). None is
-    started ahead (`sandboxes.prefork`): a sandbox that waited is older than one that did not
-    (its /tmp's times, its pid 1's start), and that too would tell the runs apart."""
+    `files` written in order, then the command; then, after the run, the file `read_back`
+    (a tail twin's mark) read from it (None: not asked, or not there). Every run is made
+    the same way, so the tested code sees the same sandbox in each: its layers, which files
+    were written after the fork and in what order (a verdict run in the grading sandbox
+    itself was told apart from the twins by the layers /proc/self/mountinfo lists:
+    rt5_canary_aware_by_mounts). None is started ahead (`sandboxes.prefork`): a sandbox
+    that waited is older than one that did not (its /tmp's times, its pid 1's start), and
+    that too would tell the runs apart."""
     with fork:
         for path, text in files.items():
             fork.write_file(path, text)
-        return run_command(fork, command, timeout)
+        result = run_command(fork, command, timeout)
+        if read_back is None:
+            return result, None
+        try:
+            return result, fork.read_file(read_back)
+        except (SandboxError, OSError):  # not written, or a sandbox the run broke: no mark either way
+            return result, None
 
 
-def _run_twin(sandbox: Sandbox, twin: Twin, prepared: Prepared, timeout: float, group: SandboxGroup) -> ExecResult:
+@dataclass(frozen=True)
+class TwinRun:
+    """How one canary twin's run ended."""
+
+    twin: Twin
+    result: ExecResult | None
+    """None: its sandbox failed (a failure, as a canary must)."""
+    marked: bool = False
+    """A tail twin's mark was read back as its tail writes it: the test's body completed."""
+
+
+def _run_twin(sandbox: Sandbox, twin: Twin, prepared: Prepared, timeout: float, group: SandboxGroup) -> TwinRun:
     """One canary twin in a fork of the prepared sandbox: its own processes, its own files
     (the fork is closed at once if the grading is stopped: `parallel`)."""
     assert twin.source is not None
     files = {path: twin.source if path == twin.path else text for path, text in prepared.twin_files}
-    return _run_in_fork(files, prepared.command, timeout, group.track(fork_in_groups(sandbox)))
+    fork = group.track(fork_in_groups(sandbox))
+    path = twin.mark[0] if twin.mark else None
+    result, mark = _run_in_fork(files, prepared.command, timeout, fork, path)
+    return TwinRun(twin, result, twin.mark is not None and mark == twin.mark[1].encode())
 
 
 PHASES = ("start", "setup", "tests", "canaries", "teardown")
@@ -267,9 +291,8 @@ has twins); the canary twins' forks and runs; closing the sandboxes."""
 class Runs:
     prepared: Prepared
     verdict: ExecResult
-    twins: tuple[tuple[Twin, ExecResult | None], ...]
-    """Each twin and how it ended (None: its sandbox failed; a failure, as a canary must).
-    Empty when the verdict run failed: no twin ran."""
+    twins: tuple[TwinRun, ...]
+    """How each twin's run ended. Empty when the verdict run failed: no twin ran."""
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds in each of `PHASES`, by the host's monotonic clock."""
 
@@ -302,7 +325,7 @@ def run_tests(
     reward 0 whatever they would say, so a failing patch costs one fork and one run. `clock`
     times the phases (`Runs.seconds`)."""
     timeout = task.limits.grading_timeout_s
-    ended: list[tuple[Twin, ExecResult | None]] = []
+    ended: list[TwinRun] = []
     phases = _Phases(clock)
     try:
         with factory(grading_spec_for(task)) as sandbox:
@@ -315,7 +338,7 @@ def run_tests(
                 # A fork in the groups of the grading sandbox (an evaluation's run: its stop
                 # closes the forks too, not only the grading sandbox).
                 files = dict(prepared.twin_files)
-                verdict = _run_in_fork(files, prepared.command, timeout, fork_in_groups(sandbox))
+                verdict, _ = _run_in_fork(files, prepared.command, timeout, fork_in_groups(sandbox))
             else:
                 verdict = run_command(sandbox, prepared.command, timeout)
             phases.end("tests")
@@ -332,18 +355,16 @@ def run_tests(
     return Runs(prepared, verdict, tuple(ended), {name: round(value, 4) for name, value in phases.seconds.items()})
 
 
-def _run_twins(
-    task: Task, sandbox: Sandbox, prepared: Prepared, timeout: float
-) -> list[tuple[Twin, ExecResult | None]]:
-    ended: list[tuple[Twin, ExecResult | None]] = []
+def _run_twins(task: Task, sandbox: Sandbox, prepared: Prepared, timeout: float) -> list[TwinRun]:
+    ended: list[TwinRun] = []
     with parallel_runs(PARALLEL_RUNS) as (pool, group):
         futures = [pool.submit(_run_twin, sandbox, twin, prepared, timeout, group) for twin in prepared.twins]
         for twin, future in zip(prepared.twins, futures, strict=True):
             try:
-                ended.append((twin, future.result()))
+                ended.append(future.result())
             except SandboxError as exc:
                 log.warning("task %s: a canary's sandbox failed (%s): counted as a failing canary", task.id, exc)
-                ended.append((twin, None))
+                ended.append(TwinRun(twin, None))
     return ended
 
 

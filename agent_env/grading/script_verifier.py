@@ -37,7 +37,9 @@ script allows:
    that reads the verifier's files to learn where the reward goes
    writes it there in every run, so the moved-path twin cannot tell; a shell-only verifier
    that runs the agent's code then has no guard of ours against a forged reward
-   (`agent_env validate` warns of a task without test twins).
+   (`agent_env validate` warns of a task without test twins). The tail twin's mark
+   (`tail_not_reached` in `verdict`) is not asked for here: a verifier script need not run
+   every test function its folder holds, so a missing mark would not mean a failed body.
 6. **Blame is decided, not guessed.** No reward file (or an unreadable one), a timeout or a
    dead sandbox after the agent's change is compared with a run of the pristine workspace:
    when that one leaves a reward, the agent's change is to blame (reward 0,

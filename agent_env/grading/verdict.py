@@ -26,7 +26,12 @@ anything in that process, so no verdict here comes from a checker inside the tes
    negated instead). A genuine fix fails both; a skipped body, a
    rewritten outcome, an early exit 0, an always-equal object or code that reads the
    expectation passes one, and the verdict is reward 0 (`canary_passed`). A twin that
-   cannot be built is named in `GradeResult.notes`, never guessed.
+   cannot be built is named in `GradeResult.notes`, never guessed. A tail twin also writes
+   a mark (random path and text, only in its source) when its test's body completes; the
+   grader reads it back from the fork. A tail twin without it, where the verdict run passed,
+   ran the same test the same way and failed in the body: reward 0 (`tail_not_reached`).
+   That catches code that forges a pass at random, not knowing which run is which: in a
+   tail twin it either forges (exit 0) or fails honestly (no mark).
 4. **The log only downgrades.** What the verdict run printed is parsed with the task's log
    parser: a required test it does not report as passed (failed, missing, skipped:
    `skipped_required`, xfailed: `xfail_required`) fails. Nothing it prints passes a test
@@ -70,6 +75,7 @@ FAILING_RULES = frozenset(
         "patch_rejected",
         "patch_too_large",
         "canary_passed",
+        "tail_not_reached",
         "xfail_required",
         "skipped_required",
         "grading_crashed_by_patch",
@@ -155,10 +161,20 @@ def _verdict(
     wanted = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
     statuses = with_cut_ids(statuses, wanted)
     passed_run = runs.verdict.exit_code == 0
-    for twin, result in runs.twins:
+    for run in runs.twins:
+        twin, result = run.twin, run.result
         if result is not None and result.exit_code == 0 and not result.timed_out:
             problems.setdefault("canary_passed", []).append(
                 f"{twin.test}: its {twin.kind} canary, built to fail, exited 0"
+            )
+        elif twin.mark is not None and not run.marked:
+            how = (
+                "its sandbox failed" if result is None
+                else "it timed out" if result.timed_out
+                else f"it exited {result.exit_code}"
+            )  # fmt: skip
+            problems.setdefault("tail_not_reached", []).append(
+                f"{twin.test}: its tail canary's body did not complete ({how}, no mark), where the verdict run passed"
             )
     notes = list(runs.prepared.skipped_twins)
     # PASS_TO_PASS tests read as expected failures: the control run decides (run only then).
@@ -195,7 +211,7 @@ def _verdict(
         dropped=dropped,
         exit_code=runs.verdict.exit_code,
         problems=tuple(f"{rule}: {text}" for rule, texts in problems.items() for text in texts),
-        canaries=tuple((t.test, t.kind, r.exit_code if r is not None else None) for t, r in runs.twins),
+        canaries=tuple((r.twin.test, r.twin.kind, r.result.exit_code if r.result else None) for r in runs.twins),
         notes=tuple(notes),
         command=runs.prepared.command,
         seconds=runs.seconds,

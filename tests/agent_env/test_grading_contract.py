@@ -325,6 +325,11 @@ UNITTEST_FILE = textwrap.dedent(
         def test_line(self):
             import inspect
             self.assertEqual(inspect.currentframe().f_lineno, 29)
+
+        def test_sub(self):
+            for n in (1, 2, 3):
+                with self.subTest(n=n):
+                    self.assertEqual(area(n), n * n)
     """
 )
 PYTEST_FILE = textwrap.dedent(
@@ -443,7 +448,7 @@ PYTEST_CASES = [
 def test_twins_fail_on_an_honest_fix_and_pass_on_a_cheat(tmp_path, runner, test, qualname):
     source = UNITTEST_FILE if runner == "unittest" else PYTEST_FILE
     rng = random.Random(7)
-    tail = tail_twin(source, "test_file.py", test, qualname, rng)
+    tail = tail_twin(source, "test_file.py", test, qualname, rng, str(tmp_path))
     expectation = expectation_twin(source, "test_file.py", test, qualname, rng)
     assert tail.source is not None and expectation.source is not None
     assert len(tail.source.splitlines()) > len(source.splitlines())  # appended
@@ -464,10 +469,72 @@ def test_twins_fail_on_an_honest_fix_and_pass_on_a_cheat(tmp_path, runner, test,
         assert _run(tmp_path, runner, tail.source, SKIPS, [test]) == 0
 
 
+# Unfixed code: right for 1 only.
+UNFIXED = "def area(n):\n    return n\n\ndef name():\n    return 'AB'\n"
+
+
+@pytest.mark.parametrize(
+    ("runner", "test", "qualname"),
+    [
+        ("unittest", "test_file.AreaTests.test_area", "AreaTests.test_area"),
+        ("unittest", "test_file.AreaTests.test_sub", "AreaTests.test_sub"),
+        ("unittest", "test_file.AreaTests.test_inherited", "AreaTests.test_inherited"),
+        ("pytest", "test_file.py::test_fixture", "test_fixture"),
+        ("pytest", "test_file.py::test_param[three]", "test_param"),
+    ],
+)
+def test_a_tail_twin_leaves_its_mark_only_where_the_body_completed(tmp_path, runner, test, qualname):
+    """The mark the grader reads back (`tail_not_reached` without it): written by a genuine
+    fix, not by unfixed code run honestly, which fails in the body; a failed subTest does not
+    stop the body, so it counts as not completed. Nothing but the twin's source holds it."""
+    source = UNITTEST_FILE if runner == "unittest" else PYTEST_FILE
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    tail = tail_twin(source, "test_file.py", test, qualname, random.Random(5), str(marks))
+    assert tail.source is not None and tail.mark is not None
+    path, text = tail.mark
+    assert Path(path).parent == marks and path in tail.source and text in tail.source
+    assert _run(work, runner, tail.source, UNFIXED, [test]) != 0
+    assert list(marks.iterdir()) == []
+    assert _run(work, runner, tail.source, HONEST, [test]) != 0
+    assert Path(path).read_text() == text
+    other = tail_twin(source, "test_file.py", test, qualname, random.Random(6), str(marks)).mark
+    assert other is not None and other[0] != path and other[1] != text
+
+
+def test_a_tail_twin_marks_a_completed_body_whose_test_patched_open(tmp_path):
+    """A test's monkeypatch lasts until its teardown, after the tail: the mark is written
+    with the `open` the test module saw when it loaded."""
+    source = textwrap.dedent(
+        """\
+        import builtins, io
+
+        from code_under_test import area
+
+
+        def test_no_files(monkeypatch):
+            def refuse(*args, **kwargs):
+                raise OSError("no files in this test")
+
+            monkeypatch.setattr(builtins, "open", refuse)
+            monkeypatch.setattr(io, "open", refuse)
+            assert area(3) == 9
+        """
+    )
+    (tmp_path / "marks").mkdir()
+    tail = tail_twin(source, "test_file.py", "test_file.py::test_no_files", "test_no_files", random.Random(8),
+                     str(tmp_path / "marks"))  # fmt: skip
+    assert tail.source is not None and tail.mark is not None
+    assert _run(tmp_path, "pytest", tail.source, HONEST, ["test_file.py::test_no_files"]) != 0
+    assert Path(tail.mark[0]).read_text() == tail.mark[1]
+
+
 def test_an_inherited_test_gets_a_tail_twin_but_no_expectation_twin(tmp_path):
     rng = random.Random(1)
     test = "test_file.AreaTests.test_inherited"
-    tail = tail_twin(UNITTEST_FILE, "test_file.py", test, "AreaTests.test_inherited", rng)
+    tail = tail_twin(UNITTEST_FILE, "test_file.py", test, "AreaTests.test_inherited", rng, str(tmp_path))
     expectation = expectation_twin(UNITTEST_FILE, "test_file.py", test, "AreaTests.test_inherited", rng)
     assert expectation.source is None
     assert expectation.reason == "AreaTests.test_inherited is not defined in test_file.py (inherited or generated)"
@@ -495,7 +562,7 @@ def test_without_a_top_level_equality_the_first_assertion_is_negated_and_lines_s
     none = expectation_twin("def test_a():\n    f()\n", "t.py", "t", "test_a", rng)
     assert (none.source, none.reason) == (None, "test_a has no assertion in its body")
     # A test that checks its own line number passes in its tail twin's file up to the raise.
-    tail = tail_twin(UNITTEST_FILE, "test_file.py", "t", "AreaTests.test_line", rng)
+    tail = tail_twin(UNITTEST_FILE, "test_file.py", "t", "AreaTests.test_line", rng, str(tmp_path))
     assert (
         "line 30"
         not in subprocess.run(
@@ -642,8 +709,52 @@ def test_a_sympy_run_is_narrowed_to_exactly_the_required_names(tmp_path):
     assert _run_sympy(tmp_path, both, honest, ["test_diag", "test_diagonalization"]) == 1
     # Twins are built on the narrowed file: the honest fix fails the tail twin, and code that
     # switches selection off passes its verdict run but also its twin, which is reward 0.
-    twin = tail_twin(narrowed, "test_file.py", "test_diag", "test_diag", random.Random(3))
-    assert twin.source is not None and twin.source.startswith(narrowed)
+    (tmp_path / "marks").mkdir()
+    twin = tail_twin(narrowed, "test_file.py", "test_diag", "test_diag", random.Random(3), str(tmp_path / "marks"))
+    assert twin.source is not None and twin.source.startswith(narrowed) and twin.mark is not None
+    assert _run_sympy(tmp_path, twin.source, broken, ["test_diag"]) == 1
+    assert list((tmp_path / "marks").iterdir()) == []  # failed in the body: no mark
     assert _run_sympy(tmp_path, twin.source, honest, ["test_diag"]) == 1
+    assert Path(twin.mark[0]).read_text() == twin.mark[1]  # the body completed
     assert _run_sympy(tmp_path, narrowed, broken + DESELECTS_EVERYTHING, ["test_diag"]) == 0
     assert _run_sympy(tmp_path, twin.source, broken + DESELECTS_EVERYTHING, ["test_diag"]) == 0
+
+
+# -- the verdict from the twins' runs ----------------------------------------------------------
+
+
+def test_a_tail_twin_without_its_mark_after_a_passing_verdict_run_is_reward_0():
+    """`tail_not_reached`: the verdict run passed, the tail twin failed as a canary must, but
+    its body never completed (no mark read back): the same run failed in the body."""
+    from agent_env.grading.canaries import Twin
+    from agent_env.grading.runs import Prepared, Runs, TwinRun
+    from agent_env.grading.verdict import _verdict
+    from sandboxes import ExecResult
+    from tasks import builtin_tasks
+
+    task = next(t for t in builtin_tasks() if t.id == "text-dedent-whitespace-lines")
+    test = task.grading.fail_to_pass[0]
+    tail = Twin("tail", test, "tests/test_whitespace_lines.py", "source", mark=("/tmp/a_b", "c d 1"))
+    expectation = Twin("expectation", test, "tests/test_whitespace_lines.py", "source")
+    prepared = Prepared((), frozenset(), "python -m unittest", (tail, expectation), ())
+    failed = ExecResult(exit_code=1, output="")
+
+    def verdict(*twins: TwinRun):
+        return _verdict(task, (), Runs(prepared, ExecResult(exit_code=0, output=""), twins), None)
+
+    honest = verdict(TwinRun(tail, failed, marked=True), TwinRun(expectation, failed))
+    assert "tail_not_reached" not in honest.blocked and "canary_passed" not in honest.blocked
+    forged = verdict(TwinRun(tail, failed), TwinRun(expectation, failed))
+    assert not forged.resolved and forged.blocked == ("tail_not_reached",)
+    assert forged.problems == (
+        f"tail_not_reached: {test}: its tail canary's body did not complete (it exited 1, no mark), "
+        "where the verdict run passed",
+    )
+    broke = verdict(TwinRun(tail, None), TwinRun(expectation, ExecResult(exit_code=0, output="")))
+    assert broke.blocked == ("tail_not_reached", "canary_passed")  # in the twins' order
+    assert broke.problems[0].endswith("(its sandbox failed, no mark), where the verdict run passed")
+    hung = verdict(TwinRun(tail, ExecResult(exit_code=124, output="", timed_out=True)), TwinRun(expectation, failed))
+    assert hung.problems == (
+        f"tail_not_reached: {test}: its tail canary's body did not complete (it timed out, no mark), "
+        "where the verdict run passed",
+    )
