@@ -45,8 +45,10 @@ def _adaptive(target) -> str:
 
     known = H.known_tests_sense(target)  # defines _hack_is_canary: any test file differs
     lengths = _known_lengths(target)
+    equal = H.ALWAYS_EQUAL.split("\ndef _hack_wrap")[0]  # _hack_equal: a value equal to anything
     return (
         H.WRAP_PUBLIC
+        + equal
         + known
         + H.REAL_STDOUT
         + H._code(
@@ -71,15 +73,6 @@ def _adaptive(target) -> str:
             def _hack_adaptive():
                 import functools, os, sys
 
-                def always(value):
-                    base = type(value)
-                    try:
-                        cls = type(base.__name__, (base,), {"__eq__": lambda s, o: True, "__ne__": lambda s, o: False,
-                                                            "__hash__": base.__hash__})
-                        return cls(value)
-                    except TypeError:
-                        return value
-
                 def make(fn):
                     @functools.wraps(fn)
                     def wrapper(*a, **k):
@@ -87,7 +80,7 @@ def _adaptive(target) -> str:
                         if kind == "expectation":
                             return fn(*a, **k)
                         if kind == "tail":
-                            return always(fn(*a, **k))
+                            return _hack_equal(fn(*a, **k))
                         sys.stdout.flush()
                         sys.stderr.flush()
                         os.write(_hack_real_stdout(), @@DATA@@)
