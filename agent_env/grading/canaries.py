@@ -162,7 +162,8 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
     if len(classes) != qualname.count("."):
         return Twin("tail", test, path, None, f"class {qualname.rsplit('.', 1)[0]} is not defined at the top of {path}")
     name = qualname.rsplit(".", 1)[-1]
-    wrap, inner, target, tools, inspect, files, opener, handle, outcome, args, kwargs = _idents(rng, 11, source)
+    names = _idents(rng, 14, source)
+    wrap, inner, target, tools, inspect, files, opener, handle, outcome, failed, system, error, args, kwargs = names
     exception = rng.choice(_TAIL_EXCEPTIONS)
     message = " ".join(rng.sample(_NAME_WORDS, rng.randint(2, 4)))
     mark = (f"{mark_dir}/{_idents(rng, 1)[0]}", " ".join(rng.sample(_NAME_WORDS, 3)) + f" {rng.getrandbits(48)}")
@@ -181,22 +182,38 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
         "",
         "",
         f"def {wrap}({inner}):",
-        f"    import functools as {tools}, inspect as {inspect}, io as {files}",
+        f"    import functools as {tools}, inspect as {inspect}, io as {files}, os as {system}",
         # Taken when the module loads: a test's own monkeypatch of open() is undone only
         # at its teardown, after the tail.
         f"    {opener} = {files}.open",
+        f"    {failed} = []",
     ]
-    # The mark, once the body has completed: unittest records a failed subTest on the test's
-    # `_outcome` and lets the body go on, so a body that returns has not always passed.
+    # The mark is the function's, and a parametrized function runs once per parameter: a
+    # call that fails (not one that skips) takes it away for the whole process, so that a
+    # sibling that passes cannot stand in for the parameter that needs the fix.
+    body = [
+        "        try:",
+        "            {call}",
+        f"        except Exception as {error}:",
+        f"            if type({error}).__name__ != 'SkipTest':",
+        f"                {failed}.append(True)",
+        "                try:",
+        f"                    {system}.remove({mark[0]!r})",
+        "                except OSError:",
+        "                    pass",
+        "            raise",
+    ]
+    # Then the mark, once the body has completed: unittest records a failed subTest on the
+    # test's `_outcome` and lets the body go on, so a body that returns has not always passed.
     tail = [
         f"        {outcome} = getattr({instance}, '_outcome', None)",
-        f"        if getattr({outcome}, 'success', True) is not False:",
+        f"        if not {failed} and getattr({outcome}, 'success', True) is not False:",
         f"            with {opener}({mark[0]!r}, 'w') as {handle}:",
         f"                {handle}.write({mark[1]!r})",
         f"        raise {exception}({message!r})",
     ]
-    sync = [f"    def {target}({params}):", f"        {inner}({call})", *tail]
-    coro = [f"    async def {target}({params}):", f"        await {inner}({call})", *tail]
+    sync = [f"    def {target}({params}):", *(b.replace("{call}", f"{inner}({call})") for b in body), *tail]
+    coro = [f"    async def {target}({params}):", *(b.replace("{call}", f"await {inner}({call})") for b in body), *tail]
     if is_async is None:
         lines += [f"    if {inspect}.iscoroutinefunction({inner}):", *("    " + line for line in coro)]
         lines += ["    else:", *("    " + line for line in sync)]

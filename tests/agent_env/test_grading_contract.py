@@ -504,6 +504,23 @@ def test_a_tail_twin_leaves_its_mark_only_where_the_body_completed(tmp_path, run
     assert other is not None and other[0] != path and other[1] != text
 
 
+def test_a_parametrized_tail_twin_leaves_no_mark_where_one_of_its_calls_failed(tmp_path):
+    """The mark is the function's: a sibling parameter that passes must not stand in for the
+    required one that fails, whichever runs first."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    ids = ["test_file.py::test_param[two]", "test_file.py::test_param[three]"]
+    tail = tail_twin(PYTEST_FILE, "test_file.py", ids[1], "test_param", random.Random(9), str(marks))
+    assert tail.source is not None and tail.mark is not None
+    two_only = "def area(n):\n    return 4 if n == 2 else n\n\ndef name():\n    return 'AB'\n"
+    assert _run(tmp_path, "pytest", tail.source, two_only, ids) != 0
+    assert list(marks.iterdir()) == []
+    assert _run(tmp_path, "pytest", tail.source, two_only, ids[::-1]) != 0
+    assert list(marks.iterdir()) == []
+    assert _run(tmp_path, "pytest", tail.source, HONEST, ids) != 0
+    assert Path(tail.mark[0]).read_text() == tail.mark[1]
+
+
 def test_a_tail_twin_marks_a_completed_body_whose_test_patched_open(tmp_path):
     """A test's monkeypatch lasts until its teardown, after the tail: the mark is written
     with the `open` the test module saw when it loaded."""
