@@ -190,13 +190,15 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
         f"    {failed} = []",
     ]
     # The mark is the function's, and a parametrized function runs once per parameter: a
-    # call that fails (not one that skips) takes it away for the whole process, so that a
-    # sibling that passes cannot stand in for the parameter that needs the fix.
+    # call that fails (not one that skips or is an expected failure) takes it away for the
+    # whole process, so that a sibling that passes cannot stand in for the parameter that
+    # needs the fix. BaseException: pytest's own failures (`pytest.fail`, "DID NOT RAISE")
+    # are not Exceptions.
     body = [
         "        try:",
         "            {call}",
-        f"        except Exception as {error}:",
-        f"            if type({error}).__name__ != 'SkipTest':",
+        f"        except BaseException as {error}:",
+        f"            if type({error}).__name__ not in ('SkipTest', 'Skipped', 'XFailed'):",
         f"                {failed}.append(True)",
         "                try:",
         f"                    {system}.remove({mark[0]!r})",

@@ -519,6 +519,18 @@ def test_a_parametrized_tail_twin_leaves_no_mark_where_one_of_its_calls_failed(t
     assert list(marks.iterdir()) == []
     assert _run(tmp_path, "pytest", tail.source, HONEST, ids) != 0
     assert Path(tail.mark[0]).read_text() == tail.mark[1]
+    # pytest's own failures are BaseExceptions: "DID NOT RAISE" takes the mark away too.
+    Path(tail.mark[0]).unlink()
+    raises = "import pytest\n\nfrom code_under_test import check\n\n\n@pytest.mark.parametrize('n', [2, 3])\n"
+    raises += "def test_raises(n):\n    with pytest.raises(ValueError):\n        check(n)\n"
+    ids = ["test_file.py::test_raises[2]", "test_file.py::test_raises[3]"]
+    tail = tail_twin(raises, "test_file.py", ids[1], "test_raises", random.Random(10), str(marks))
+    assert tail.source is not None and tail.mark is not None
+    raises_for_two = "def check(n):\n    if n == 2:\n        raise ValueError(n)\n"
+    assert _run(tmp_path, "pytest", tail.source, raises_for_two, ids) != 0
+    assert list(marks.iterdir()) == []
+    assert _run(tmp_path, "pytest", tail.source, "def check(n):\n    raise ValueError(n)\n", ids) != 0
+    assert Path(tail.mark[0]).read_text() == tail.mark[1]
 
 
 def test_a_tail_twin_marks_a_completed_body_whose_test_patched_open(tmp_path):
