@@ -50,10 +50,7 @@ from __future__ import annotations
 import ast
 import random
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-
-from agent_env.grading.selection import django_label
 
 EQUALITY_METHODS = frozenset({"assertEqual", "assertEquals", "failUnlessEqual", "assert_equal"})
 # What the tail raises: any exception fails a test under every runner (never `assert`, which
@@ -438,54 +435,6 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
     if helper_used:
         text += _change_helper(helper, marker, rng)
     return Twin("expectation", test, path, text)
-
-
-# -- where a test lives -----------------------------------------------------------------------
-
-
-def locate(
-    test: str,
-    runner: str,
-    files: frozenset[str],
-    directives: tuple[str, ...] = (),
-    described: Mapping[str, tuple[str, ...]] | None = None,
-) -> tuple[str, str] | str:
-    """(file path, qualified name in that file) of a test id, or why it cannot be found.
-
-    - pytest: `path.py::Class::test[param]` -> (`path.py`, `Class.test`);
-    - unittest: `pkg.mod.Class.test` -> the longest module prefix that is a file;
-    - django (runtests.py): `test (app.mod.Class)` -> `tests/app/mod.py`, `Class.test` (a
-      description, through `described`: `selection.django_descriptions`);
-    - sympy (bin/test): a function name -> the one directive file that defines it at the top.
-    """
-    if runner == "pytest":
-        path, _, rest = test.partition("::")
-        if not rest or path not in files:
-            return f"{test}: no file {path} in the workspace"
-        qual = rest.split("[", 1)[0].replace("::", ".")
-        return path, qual
-    if runner in ("unittest", "django"):
-        dotted = test
-        bases: tuple[str, ...] = ("",)
-        if runner == "django":
-            labels = django_label(test, described)
-            if len(labels) != 1:
-                return f"{test}: {'no' if not labels else len(labels)} Django test(s) of the command bear this name"
-            dotted = labels[0]
-            bases = ("tests/", "")
-        parts = dotted.split(".")
-        for cut in range(len(parts) - 1, 0, -1):
-            for base in bases:
-                path = base + "/".join(parts[:cut]) + ".py"
-                if path in files:
-                    return path, ".".join(parts[cut:])
-        return f"{test}: no module file for it in the workspace"
-    if runner == "sympy":
-        for path in directives:
-            if path in files:
-                return path, test
-        return f"{test}: none of the test command's files holds it"
-    return f"{test}: the runner is not one the grader can run test by test"
 
 
 def source_defines(source: str, qualname: str) -> bool:

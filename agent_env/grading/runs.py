@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patch, git_apply, run_fresh
-from agent_env.grading.canaries import Twin, expectation_twin, locate, source_defines, tail_twin
+from agent_env.grading.canaries import Twin, expectation_twin, source_defines, tail_twin
 from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.once import OncePerKey
 from agent_env.grading.parallel import parallel_runs
@@ -24,6 +24,7 @@ from agent_env.grading.selection import (
     django_descriptions,
     django_label,
     django_modules,
+    locate,
     pytest_definition_order,
     runner_of,
     select_command,

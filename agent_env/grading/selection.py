@@ -14,7 +14,8 @@ and every SWE-bench Verified row:
 
 A token of the test command is a *directive* (a test file, directory or module it runs) when
 it names a path of the workspace, directly or as a dotted module; directives are replaced by
-the ids, every option is kept where it was. Nothing here runs anything.
+the ids, every option is kept where it was. `locate` finds the file and the name in it that
+a test id stands for (where the canary twins are built). Nothing here runs anything.
 """
 
 from __future__ import annotations
@@ -342,3 +343,51 @@ def _quote(token: str) -> str:
     if match:
         return f"{match[1]}={shlex.quote(match[2])}"
     return shlex.quote(token)
+
+
+# -- where a test lives -----------------------------------------------------------------------
+
+
+def locate(
+    test: str,
+    runner: str,
+    files: frozenset[str],
+    directives: tuple[str, ...] = (),
+    described: Mapping[str, tuple[str, ...]] | None = None,
+) -> tuple[str, str] | str:
+    """(file path, qualified name in that file) of a test id, or why it cannot be found.
+
+    - pytest: `path.py::Class::test[param]` -> (`path.py`, `Class.test`);
+    - unittest: `pkg.mod.Class.test` -> the longest module prefix that is a file;
+    - django (runtests.py): `test (app.mod.Class)` -> `tests/app/mod.py`, `Class.test` (a
+      description, through `described`: `selection.django_descriptions`);
+    - sympy (bin/test): a function name -> the one directive file that defines it at the top.
+    """
+    if runner == "pytest":
+        path, _, rest = test.partition("::")
+        if not rest or path not in files:
+            return f"{test}: no file {path} in the workspace"
+        qual = rest.split("[", 1)[0].replace("::", ".")
+        return path, qual
+    if runner in ("unittest", "django"):
+        dotted = test
+        bases: tuple[str, ...] = ("",)
+        if runner == "django":
+            labels = django_label(test, described)
+            if len(labels) != 1:
+                return f"{test}: {'no' if not labels else len(labels)} Django test(s) of the command bear this name"
+            dotted = labels[0]
+            bases = ("tests/", "")
+        parts = dotted.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            for base in bases:
+                path = base + "/".join(parts[:cut]) + ".py"
+                if path in files:
+                    return path, ".".join(parts[cut:])
+        return f"{test}: no module file for it in the workspace"
+    if runner == "sympy":
+        for path in directives:
+            if path in files:
+                return path, test
+        return f"{test}: none of the test command's files holds it"
+    return f"{test}: the runner is not one the grader can run test by test"

@@ -16,10 +16,10 @@ import random
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent_env.grading.canaries import _changed_literal, _literal_replacement, expectation_twin, locate, tail_twin
+from agent_env.grading.canaries import _changed_literal, _literal_replacement, expectation_twin, tail_twin
 from agent_env.grading.logs import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable, with_cut_ids
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, filter_patch, split_patch
-from agent_env.grading.selection import directives_of, runner_of, select_command
+from agent_env.grading.selection import directives_of, locate, runner_of, select_command
 from tasks.log_parsers import log_parser
 
 REPOS = (

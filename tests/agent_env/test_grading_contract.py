@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from agent_env.grading.canaries import expectation_twin, locate, tail_twin
+from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, result_reason
 from agent_env.grading.selection import (
     directives_of,
     django_descriptions,
     django_modules,
+    locate,
     pytest_definition_order,
     runner_of,
     select_command,
