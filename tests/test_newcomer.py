@@ -153,6 +153,7 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
+@pytest.mark.slow
 @needs_bwrap
 @pytest.mark.parametrize(
     ("signals", "code"),
@@ -219,6 +220,7 @@ def _commands_with(marker: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_an_interrupted_environment_build_stops_in_seconds(tmp_path, scratch):
     """A build step in flight (a pip install, a compile: minutes) on a worker thread: SIGTERM

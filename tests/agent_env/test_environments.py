@@ -102,6 +102,7 @@ def test_a_shared_part_that_fails_is_not_built_again_for_the_other_tasks(monkeyp
     assert sorted(recorder.calls) == ["r1", "x1", "x2"]
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_rows_of_one_spec_build_the_shared_environment_once(tmp_path, monkeypatch, caplog):
     """Three rows of psf/requests 1.1 at three commits, prepared on three threads at once

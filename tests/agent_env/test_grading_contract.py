@@ -7,6 +7,7 @@ catch, and leave every line of the file where it was."""
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -425,11 +426,20 @@ READS_EXPECTATION = textwrap.dedent(
 )
 
 
+def _no_pyc() -> dict[str, str]:
+    """The environment of a run whose files the test rewrites: no .pyc written. A file rewritten
+    within the same second at the same size (an expectation twin: `== 4` to `== 5`) would
+    otherwise run from the previous run's cached .pyc, which Python and pytest's assertion
+    rewriter check by mtime (in seconds) and size only."""
+    return {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
 def _run(tmp: Path, runner: str, test_file: str, code: str, ids: list[str]) -> int:
     (tmp / "code_under_test.py").write_text(code)
     (tmp / "test_file.py").write_text(test_file)
     args = ["-m", "unittest", *ids] if runner == "unittest" else ["-m", "pytest", "-q", "-p", "no:cacheprovider", *ids]
-    return subprocess.run([sys.executable, *args], cwd=tmp, capture_output=True, text=True, timeout=120).returncode
+    command = [sys.executable, *args]
+    return subprocess.run(command, cwd=tmp, env=_no_pyc(), capture_output=True, text=True, timeout=120).returncode
 
 
 UNITTEST_CASES = [
@@ -441,11 +451,13 @@ PYTEST_CASES = [
     ("test_file.py::test_fixture", "test_fixture"),
     ("test_file.py::TestName::test_name", "TestName.test_name"),
 ]
+# A pytest case is ~5 s (fifteen pytest runs): `make test-fast` runs the parametrized one.
+TWIN_CASES = [("unittest", *case) for case in UNITTEST_CASES] + [
+    pytest.param("pytest", *case, marks=pytest.mark.slow if i else ()) for i, case in enumerate(PYTEST_CASES)
+]
 
 
-@pytest.mark.parametrize(
-    ("runner", "test", "qualname"), [("unittest", *c) for c in UNITTEST_CASES] + [("pytest", *c) for c in PYTEST_CASES]
-)
+@pytest.mark.parametrize(("runner", "test", "qualname"), TWIN_CASES)
 def test_twins_fail_on_an_honest_fix_and_pass_on_a_cheat(tmp_path, runner, test, qualname):
     source = UNITTEST_FILE if runner == "unittest" else PYTEST_FILE
     rng = random.Random(7)
@@ -598,6 +610,7 @@ def test_without_a_top_level_equality_the_first_assertion_is_negated_and_lines_s
         not in subprocess.run(
             [sys.executable, "-m", "unittest", "test_file.AreaTests.test_line"],
             cwd=_write(tmp_path, tail.source),
+            env=_no_pyc(),
             capture_output=True,
             text=True,
         ).stderr
@@ -723,7 +736,7 @@ def _run_sympy(tmp: Path, test_file: str, code: str, keywords: list[str]) -> int
     (tmp / "test_file.py").write_text(test_file)
     (tmp / "runner.py").write_text(SYMPY_RUNNER)
     command = [sys.executable, "runner.py", str(tmp / "test_file.py"), *keywords]
-    return subprocess.run(command, cwd=tmp, capture_output=True, text=True, timeout=120, check=False).returncode
+    return subprocess.run(command, cwd=tmp, env=_no_pyc(), capture_output=True, text=True, timeout=120).returncode
 
 
 def test_a_sympy_run_is_narrowed_to_exactly_the_required_names(tmp_path):

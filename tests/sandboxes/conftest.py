@@ -99,3 +99,16 @@ def harness(backend: str, tmp_path: Path) -> Harness:
         with contextlib.suppress(Exception):
             disks.append(Path(client().info()["DockerRootDir"]))
     return Harness(make=make, tmp=tmp_path, break_backend=break_backend, disks=disks)
+
+
+# (attack, layouts) whose run in these layouts is `slow`: memory_split fills the sandbox's
+# memory (~4.5 s a run), and the cgroup it meets is the same in every local layout, so
+# `make test-fast` runs it on plain `local` only.
+SLOW_IN_LAYOUTS = {"memory_split": ("local-copy", "local-private")}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if params and params.get("backend") in SLOW_IN_LAYOUTS.get(params.get("attack"), ()):
+            item.add_marker(pytest.mark.slow)

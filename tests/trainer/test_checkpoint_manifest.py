@@ -199,6 +199,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # the driver dies before it publishes
 """
 
 
+@pytest.mark.slow
 def test_a_driver_killed_between_the_shards_and_the_publish_leaves_no_visible_checkpoint(run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run, copy)

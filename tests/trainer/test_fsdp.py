@@ -43,6 +43,7 @@ def two_rank_run(tmp_path_factory) -> Path:
     return run_two_ranks(tmp_path_factory.mktemp("fsdp"))
 
 
+@pytest.mark.slow
 def test_two_ranks_match_one_process(two_rank_run):
     sharded = torch.load(two_rank_run / "after_step.pt", weights_only=True)
     learner = make_learner()
@@ -56,6 +57,7 @@ def test_two_ranks_match_one_process(two_rank_run):
         assert torch.allclose(tensor, sharded["policy"][name], atol=1e-5), name
 
 
+@pytest.mark.slow
 def test_two_ranks_report_every_trajectorys_advantage(two_rank_run):
     """Each rank computes the advantages of its own share; the step gathers all of them, so
     rank 0 (whose answer the learner group returns) knows every trajectory's."""
@@ -67,6 +69,7 @@ def test_two_ranks_report_every_trajectorys_advantage(two_rank_run):
         assert abs(value - sharded[key]) < 1e-5, key
 
 
+@pytest.mark.slow
 def test_sharded_checkpoint_loads_on_one_rank(two_rank_run):
     learner = make_learner()
     state = learner.load(two_rank_run / "checkpoint")

@@ -380,6 +380,7 @@ def sharded_step(mesh=None) -> tuple[Learner, StepResult]:
     return learner, learner.step(fixed_batch())
 
 
+@pytest.mark.slow
 def test_two_fsdp_ranks_take_the_same_sapo_step_as_one_process(tmp_path):
     """Turn advantages are normalised over the whole batch: moments all-reduced across ranks."""
     root = Path(__file__).parents[2]

@@ -195,6 +195,7 @@ def test_prepare_keeps_every_trajectory_once_in_tree_mode():
         assert [batch[i] for i in micro.indices] == micro.trajectories
 
 
+@pytest.mark.slow
 def test_two_tree_packed_ranks_take_the_flat_step_of_one_process(tmp_path):
     """FSDP2 on two gloo ranks, tree-packed (each rank packs its contiguous run of the sorted
     batch), against one plain process stepping the same batch flat."""
