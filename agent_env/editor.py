@@ -80,8 +80,19 @@ class ToolRunner:
             self.sandbox.write_file(path, text.encode())
         except OSError as exc:  # the agent's own doing: a full disk, a directory in the way
             raise ToolCallError(f"cannot write {path}: {exc.strerror or exc}") from None
+        if path.endswith(".py"):
+            self._drop_cached_bytecode(path)
         if remember is not None:
             self._history.setdefault(path, []).append(remember)
+
+    def _drop_cached_bytecode(self, path: str) -> None:
+        """Remove the .pyc files cached for `path` (Python's and pytest's assertion rewriter's).
+        Both check a .pyc by its source's mtime in whole seconds and its size, so an edit of the
+        same size (`+ 1` to `- 1`) in the second a run cached the module would run the old code,
+        and the agent would see its fix fail. Edits made with bash keep Python's own rule."""
+        folder, name = posixpath.split(path)
+        cached = shlex.quote(posixpath.join(folder, "__pycache__", name[: -len(".py")]))
+        self.sandbox.exec(f"rm -f -- {cached}.*.pyc")
 
     def _edit(self, args: dict) -> str:
         command, path = args.get("command"), args.get("path")

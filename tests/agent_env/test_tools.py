@@ -106,3 +106,33 @@ def test_parse_openai_style_messages():
         parse_tool_calls({"tool_calls": [{"type": "function"}]}, ALL)
     with pytest.raises(ToolCallError, match="Unknown tool"):
         parse_tool_calls({"tool_calls": [{"function": {"name": "nope", "arguments": "{}"}}]}, ALL)
+
+
+@needs_bwrap
+@pytest.mark.parametrize("command", ["str_replace", "undo_edit", "create"])
+def test_an_edit_in_the_second_of_the_last_run_runs_the_new_code(tmp_path, command):
+    """Python checks a cached .pyc by its source's mtime in whole seconds and its size, so an
+    edit of the same size in the second the last run cached the module ran the old code: an
+    agent that fixed `+ 1` to `- 1` and ran the tests at once saw its fix fail. The second is
+    pinned here (`touch -d`), as a fast tool loop lands it by chance. (`insert` always changes
+    the size.)"""
+    (tmp_path / "mod.py").write_text("X = 1\n")
+    with make_sandbox(SandboxSpec(workspace=tmp_path)) as sandbox:
+        runner = ToolRunner(sandbox, command_timeout=10, max_output_chars=2000)
+        edit = lambda **kw: runner.run(ToolCall("str_replace_editor", kw))  # noqa: E731
+        bash = lambda command: runner.run(ToolCall("execute_bash", {"command": command}))  # noqa: E731
+        run = "python3 -c 'import mod; print(mod.X)'"
+        pin = "touch -d @1700000000 /workspace/mod.py"
+        if command == "create":  # a file removed and created again, same size, same second
+            assert bash(f"{pin} && {run} && rm mod.py") == "1\n[exit code: 0]"
+            edit(command="create", path="/workspace/mod.py", file_text="X = 2\n")
+        else:
+            if command == "undo_edit":
+                edit(command="str_replace", path="/workspace/mod.py", old_str="X = 1", new_str="X = 3")
+            assert bash(f"{pin} && {run}").startswith("3\n" if command == "undo_edit" else "1\n")
+            if command == "str_replace":
+                edit(command="str_replace", path="/workspace/mod.py", old_str="X = 1", new_str="X = 2")
+            else:
+                edit(command="undo_edit", path="/workspace/mod.py")
+        expected = {"str_replace": "2", "undo_edit": "1", "create": "2"}[command]
+        assert bash(f"{pin} && {run}") == f"{expected}\n[exit code: 0]"
