@@ -25,15 +25,20 @@ def test_pack_by_tokens():
     assert batches[0] == [5]  # longest first; over budget alone
 
 
-def run_two_ranks(out: Path, *arguments: str) -> Path:
-    """`tests.trainer.fsdp_worker` on two gloo ranks under torchrun, writing to `out`."""
+def run_two_ranks(out: Path, *arguments: str, module: str = "tests.trainer.fsdp_worker") -> Path:
+    """`module` on two gloo ranks under torchrun, writing to `out`. The port is probed free
+    (torchrun's --master_port=0 hangs in rendezvous), so another process can take it before
+    torchrun binds it: that failure, and only that one, is tried again on a new port."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    with socket.socket() as probe:  # a free port: torchrun's --master_port=0 hangs in rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-               "--master_addr=127.0.0.1", "-m", "tests.trainer.fsdp_worker", str(out), *arguments]  # fmt: skip
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    for _ in range(3):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
+                   "--master_addr=127.0.0.1", "-m", module, str(out), *arguments]  # fmt: skip
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        if result.returncode == 0 or "EADDRINUSE" not in result.stderr:
+            break
     assert result.returncode == 0, result.stderr[-4000:]
     return out
 

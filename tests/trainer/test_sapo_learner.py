@@ -4,9 +4,6 @@ Real tiny models throughout: the builder reserves the rows, the learner steps, t
 samples with the rows banned, and checkpoints carry the ids."""
 
 import json
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -383,15 +380,9 @@ def sharded_step(mesh=None) -> tuple[Learner, StepResult]:
 @pytest.mark.slow
 def test_two_fsdp_ranks_take_the_same_sapo_step_as_one_process(tmp_path):
     """Turn advantages are normalised over the whole batch: moments all-reduced across ranks."""
-    root = Path(__file__).parents[2]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)}
-    with socket.socket() as probe:  # a free port: torchrun's --master_port=0 hangs in rendezvous
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}",
-               "--master_addr=127.0.0.1", "-m", "tests.trainer.test_sapo_learner", str(tmp_path)]  # fmt: skip
-    result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
+    from tests.trainer.test_fsdp import run_two_ranks
+
+    run_two_ranks(tmp_path, module="tests.trainer.test_sapo_learner")
     sharded = torch.load(tmp_path / "after_step.pt", weights_only=True)
     learner, result = sharded_step()
     metrics = result.metrics
