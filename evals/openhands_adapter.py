@@ -27,6 +27,7 @@ import logging
 import os
 import posixpath
 import shlex
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -246,6 +247,16 @@ class SandboxTerminal(ToolDefinition[TerminalAction, TerminalObservation]):
         return TerminalTool.create(conv_state, executor=SandboxTerminalExecutor(workspace))
 
 
+def _remove_unused_history(executor: Any) -> None:
+    """`FileEditorTool.create` builds OpenHands' own executor, whose editor makes its undo
+    history's folder (`oh_editor_history_*` under the temp dir) at once. Ours replaces that
+    executor (undo is `ToolRunner`'s), so the folder would be left behind by every conversation."""
+    history = getattr(getattr(executor, "editor", None), "_history_manager", None)
+    folder = getattr(getattr(history, "cache", None), "directory", None)
+    if folder is not None and Path(folder).name.startswith("oh_editor_history_"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class SandboxFileEditor(ToolDefinition[FileEditorAction, FileEditorObservation]):
     """Resolves the `sandbox_file_editor` spec to OpenHands' own `file_editor` tool, executed in the sandbox."""
 
@@ -253,6 +264,8 @@ class SandboxFileEditor(ToolDefinition[FileEditorAction, FileEditorObservation])
     def create(cls, conv_state: Any, **params: Any) -> Sequence[ToolDefinition]:
         workspace = _workspace_of(conv_state)
         tools = FileEditorTool.create(conv_state)
+        for tool in tools:
+            _remove_unused_history(tool.executor)
         # The real description names the working directory: the repository's, in the sandbox.
         return [
             tool.set_executor(SandboxFileEditorExecutor(workspace)).model_copy(

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,10 +87,16 @@ def scripted_server(model: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
 
 
 def openhands_run(python: Path, base_url: str, model: str, output: Path, ids: list[str]) -> subprocess.CompletedProcess:
+    """The run, with a temp dir of its own (`output`'s sibling `tmp-*`; the project's caches
+    stay where they are), so that what it leaves there can be checked."""
+    tmp = output.with_name(f"tmp-{output.name}")
+    tmp.mkdir()
+    cache = os.environ.get("AGENTIC_RL_CACHE", str(Path(tempfile.gettempdir()) / "agentic-rl"))
     return subprocess.run(
         [str(python), "-m", "evals.openhands_run", "--instances", ",".join(ids),
          "--base-url", base_url, "--model", model, "--output", str(output)],
         cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "TMPDIR": str(tmp), "AGENTIC_RL_CACHE": cache},
     )  # fmt: skip
 
 
@@ -138,6 +145,8 @@ def test_openhands_submits_what_the_gold_actions_make_and_it_resolves(openhands_
                               capture_output=True, text=True, check=True)  # fmt: skip
         assert host.stdout == ""
 
+    # OpenHands' own editor, replaced by ours, leaves no undo-history folder behind.
+    assert sorted(p.name for p in (tmp_path / f"tmp-{output.name}").glob("oh_editor_history_*")) == []
     predictions = [json.loads(line) for line in (output / "predictions.jsonl").read_text().splitlines()]
     assert [p["instance_id"] for p in predictions] == TASKS
     assert all(p["model_name_or_path"] == "openhands/gold" and p["model_patch"].startswith("diff --git")
