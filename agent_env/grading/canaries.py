@@ -18,7 +18,12 @@ exit status must be non-zero:
   code fails in the body and does not, so code that forges a pass at random (in some
   processes, not knowing which run is which) is caught in the tail twin whichever way it
   goes there: a forged pass exits 0, an honest run leaves no mark (`tail_not_reached`).
-  Only the twin's source holds the mark's path and text.
+  Only the twin's source holds the mark's path and text. Each top-level equality assertion
+  in the tail twin first compares the computed value with a changed expectation (as the
+  expectation twin changes it), in the same process: where that holds too (an object equal
+  to anything), there is no mark either, so code that is always-equal in some processes
+  only (at random) cannot complete the tail twin's body for the mark and stay out of the
+  expectation twin.
 - **expectation**: each equality assertion at the top level of the test's body (`assert a
   == b`, `self.assertEqual(a, b)`, `assert_equal(a, b)`) has its expected side changed to
   a different value of the same type (a literal in the source, a computed value at run
@@ -34,8 +39,8 @@ exit status must be non-zero:
   it; assertions made into no-ops pass it.
 
 Both are spliced into the file's text without moving a line (the wrapper is appended; a
-replaced expression keeps its line breaks), so tracebacks and line-based tests are
-unchanged. Names (drawn from words a test suite uses, no fixed prefix), messages, exception
+replaced or wrapped expression keeps its line breaks), so tracebacks and line-based tests
+are unchanged. Names (drawn from words a test suite uses, no fixed prefix), messages, exception
 types and changed values are random per grading (`random.Random` seeded by the caller from
 `secrets`), so tested code cannot match a fixed text. That only raises the price: code
 that reads and understands the twin's source can still tell it apart, and `tasks/README.md`
@@ -49,10 +54,11 @@ from __future__ import annotations
 
 import ast
 import random
-import re
 from dataclasses import dataclass
 
-EQUALITY_METHODS = frozenset({"assertEqual", "assertEquals", "failUnlessEqual", "assert_equal"})
+from agent_env.grading.expected import change_helper, expected_side, literal_replacement
+from agent_env.grading.names import NAME_WORDS, idents
+
 # What the tail raises: any exception fails a test under every runner (never `assert`, which
 # `python -O` strips).
 _TAIL_EXCEPTIONS = ("AssertionError", "RuntimeError", "LookupError", "ArithmeticError")
@@ -72,28 +78,6 @@ class Twin:
     mark: tuple[str, str] | None = None
     """A tail twin's mark: the absolute path it writes, and the text, once the test's body
     has completed (None for other twins)."""
-
-
-# Twins' own names read like a test suite's helpers (no fixed prefix, no hex), drawn anew for
-# each grading, so that code under test cannot spot a twin by a name pattern.
-_NAME_WORDS = (
-    "check", "run", "call", "case", "body", "wrapped", "result", "value", "expected", "helper",
-    "inner", "outer", "target", "probe", "item", "step", "verify", "apply", "make", "build",
-    "local", "base", "orig", "saved", "cached", "real", "plain", "data", "sample", "method",
-    "func", "fixture", "param", "entry", "record", "state", "current", "other", "actual", "want",
-)  # fmt: skip
-
-
-def _idents(rng: random.Random, count: int, source: str = "") -> list[str]:
-    """`count` distinct fresh identifiers that `source` does not use."""
-    names: list[str] = []
-    while len(names) < count:
-        words = rng.sample(_NAME_WORDS, rng.randint(2, 3))
-        # never two leading underscores: a class body would mangle the name
-        name = "_" * rng.randint(0, 1) + "_".join(words) + (str(rng.randint(0, 99)) if rng.random() < 0.4 else "")
-        if name not in names and not re.search(rf"\b{re.escape(name)}\b", source):
-            names.append(name)
-    return names
 
 
 def find_test(
@@ -150,7 +134,8 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
     The wrapper keeps the test's signature (pytest finds fixtures and parameters by it,
     also on versions that do not follow `__wrapped__`), its attributes (`pytestmark`,
     unittest's expected-failure flag: `functools.wraps`), and is async where the test is.
-    It is appended after the last line, so no line of the file moves. The mark is a file in
+    It is appended after the last line, and the equality assertions' operands are wrapped in
+    place (`_checked_equalities`), so no line of the file moves. The mark is a file in
     `mark_dir` (the sandbox's /tmp)."""
     tree = _parse(source, qualname)
     if isinstance(tree, str):
@@ -160,11 +145,12 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
     if len(classes) != qualname.count("."):
         return Twin("tail", test, path, None, f"class {qualname.rsplit('.', 1)[0]} is not defined at the top of {path}")
     name = qualname.rsplit(".", 1)[-1]
-    names = _idents(rng, 14, source)
+    names = idents(rng, 14, source)
     wrap, inner, target, tools, inspect, files, opener, handle, outcome, failed, system, error, args, kwargs = names
     exception = rng.choice(_TAIL_EXCEPTIONS)
-    message = " ".join(rng.sample(_NAME_WORDS, rng.randint(2, 4)))
-    mark = (f"{mark_dir}/{_idents(rng, 1)[0]}", " ".join(rng.sample(_NAME_WORDS, 3)) + f" {rng.getrandbits(48)}")
+    message = " ".join(rng.sample(NAME_WORDS, rng.randint(2, 4)))
+    mark = (f"{mark_dir}/{idents(rng, 1)[0]}", " ".join(rng.sample(NAME_WORDS, 3)) + f" {rng.getrandbits(48)}")
+    checked, checks = _checked_equalities(source, function, failed, mark[0], rng, " ".join(names))
     holder = owner or None
     if function is not None and all(_is_mark(d) for d in function.decorator_list):
         params, call = ast.unparse(function.args), _call_of(function.args)
@@ -184,7 +170,6 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
         # Taken when the module loads: a test's own monkeypatch of open() is undone only
         # at its teardown, after the tail.
         f"    {opener} = {files}.open",
-        f"    {failed} = []",
     ]
     # The mark is the function's, and a parametrized function runs once per parameter: a
     # call that fails (not one that skips or is an expected failure) takes it away for the
@@ -227,101 +212,67 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
         f"{(owner + '.') if holder else ''}{name} = {wrap}({lookup})",
         "",
     ]
-    text = source if source.endswith("\n") else source + "\n"
-    return Twin("tail", test, path, text + "\n".join(lines), mark=mark)
+    text = checked if checked.endswith("\n") else checked + "\n"
+    return Twin("tail", test, path, text + checks + "\n".join(lines), mark=mark)
 
 
-def _literal_like(node: ast.expr) -> bool:
-    """An expression that reads as an expected value: a constant, a container or unary
-    minus of constants, or an ALL_CAPS name."""
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.UnaryOp):
-        return _literal_like(node.operand)
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return all(_literal_like(e) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return all(k is None or _literal_like(k) for k in node.keys) and all(_literal_like(v) for v in node.values)
-    return isinstance(node, ast.Name) and node.id.isupper()
-
-
-def _expected_side(statement: ast.stmt) -> ast.expr | None:
-    """The expected side of a top-level equality assertion, or None."""
-    if isinstance(statement, ast.Assert):
-        test = statement.test
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-            left, right = test.left, test.comparators[0]
-            return left if _literal_like(left) and not _literal_like(right) else right
-        return None
-    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
-        call = statement.value
-        func = call.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name in EQUALITY_METHODS and len(call.args) >= 2 and not any(isinstance(a, ast.Starred) for a in call.args):
-            first, second = call.args[0], call.args[1]
-            return first if _literal_like(first) and not _literal_like(second) else second
-    return None
-
-
-def _changed_literal(value: object, rng: random.Random) -> object:
-    """A value of `value`'s own type that differs from it, or None where there is none
-    (None, Ellipsis): an `==` that says True for any value of a type says it here too."""
-    kind = type(value)
-    if kind is bool:
-        return not value
-    if kind in (int, float, complex):
-        changed = value + rng.randint(1, 97) + (0.5 if kind is float else 0)  # type: ignore[operator]
-        return changed if changed != value else value * 2  # type: ignore[operator]  # 1e20 + 61.5 == 1e20
-    if kind is str:
-        return value + "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 5)))  # type: ignore[operator]
-    if kind is bytes:
-        return value + bytes(rng.randint(97, 122) for _ in range(rng.randint(2, 5)))  # type: ignore[operator]
-    if kind in (list, tuple):
-        items = list(value)  # type: ignore[call-overload]
-        extra = _changed_literal(items[-1], rng) if items else rng.randint(1, 97)
-        return kind([*items, rng.randint(1, 97) if extra is None else extra])
-    if kind is set:
-        return {*value, *_idents(rng, 1)}  # type: ignore[misc]
-    if kind is dict:
-        return {**value, _idents(rng, 1)[0]: rng.randint(1, 97)}  # type: ignore[dict-item]
-    return None
-
-
-def _literal_replacement(node: ast.expr, rng: random.Random) -> str | None:
-    """Source text of a changed literal for a literal expected side, or None."""
-    try:
-        value = ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    changed = _changed_literal(value, rng)
-    if changed is None or changed == value:  # inf stays inf
-        return None
-    text = repr(changed)
-    try:
-        same = ast.literal_eval(text) == changed and type(ast.literal_eval(text)) is type(value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-    return text if same and "\n" not in text else None
-
-
-def _change_helper(name: str, marker: str, rng: random.Random) -> str:
-    """A function that changes a computed expected value the way `_changed_literal` changes
-    a literal one, at run time; a value of another type becomes a plain object."""
-    k = rng.randint(1, 97)
-    word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 5)))
-    return (
-        f"\n\nclass {marker}:\n    __slots__ = ()\n\n\n"
-        f"def {name}(value):\n"
-        f"    kind = type(value)\n"
-        f"    if kind is bool:\n        return not value\n"
-        f"    if kind in (int, float, complex):\n        changed = value + {k}\n"
-        f"        return changed if changed != value else {marker}()\n"
-        f"    if kind is str:\n        return value + {word!r}\n"
-        f"    if kind is bytes:\n        return value + {word.encode()!r}\n"
-        f"    if kind in (list, tuple, set, frozenset):\n        return kind([*value, {marker}()])\n"
-        f"    if kind is dict:\n        return {{**value, {marker}(): {k}}}\n"
-        f"    return {marker}()\n"
-    )
+def _checked_equalities(
+    source: str, function: ast.FunctionDef | ast.AsyncFunctionDef | None, failed: str, mark: str,
+    rng: random.Random, taken: str,
+) -> tuple[str, str]:  # fmt: skip
+    """(`source` with each top-level equality assertion of `function` checked, the module-level
+    code the checks and the tail's wrapper share): just before the real comparison, the
+    computed value is compared (the same way: `==`, or the same assertion call) with its
+    expectation changed as the expectation twin changes it, and where that comparison holds
+    too, `failed` takes the mark away. In the same process as the body's completion: code that
+    is always-equal in some processes only cannot have the mark, where it would otherwise be
+    caught only by the expectation twin, another process. First, not after: code that counts
+    its comparisons meets the changed value on the call the verdict run makes with the real
+    one. Only operands are wrapped (`first(x) == second(e, ...)`), so no line moves."""
+    first, second, slot, change, marker, value, check, at, raises, operands, system = idents(rng, 11, source + taken)
+    a, b = idents(rng, 2, source + taken + " ".join((first, second, slot, change, marker)))
+    statements = [s for s in (function.body if function else []) if expected_side(s) is not None]
+    encoded = [line.encode() for line in source.splitlines(keepends=True)]
+    for statement in sorted(statements, key=lambda s: (s.lineno, s.col_offset), reverse=True):
+        if isinstance(statement, ast.Assert):
+            assert isinstance(statement.test, ast.Compare)
+            pair, how, asserts = [statement.test.left, statement.test.comparators[0]], f"{a} == {b}", False
+        else:
+            assert isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+            call = statement.value
+            pair, how, asserts = call.args[:2], f"{ast.unparse(call.func)}({a}, {b})", True
+        expected = next(i for i, node in enumerate(pair) if node is expected_side(statement))
+        wrappers = ((first, ")"), (second, f", lambda {a}, {b}: {how}, {expected}, {asserts})"))
+        # The later operand first, so that the earlier one's offsets stay valid.
+        for node, (name, close) in reversed(list(zip(pair, wrappers, strict=True))):
+            assert node.end_lineno is not None and node.end_col_offset is not None
+            row, end = node.end_lineno - 1, node.end_col_offset
+            encoded[row] = encoded[row][:end] + close.encode() + encoded[row][end:]
+            row, start = node.lineno - 1, node.col_offset
+            encoded[row] = encoded[row][:start] + f"{name}(".encode() + encoded[row][start:]
+    text = b"".join(encoded).decode()
+    shared = [
+        "", "", f"{failed} = []", f"{slot} = []", "", "",
+        f"def {first}({value}):", f"    {slot}.append({value})", f"    return {value}", "", "",
+        f"def {second}({value}, {check}, {at}, {raises}):",
+        f"    if not {slot}:", f"        return {value}",
+        f"    {operands} = [{slot}.pop(), {value}]",
+        f"    {operands}[{at}] = {change}({operands}[{at}])",
+        # An Exception is the assertion failing, as an honest value fails it (and as the first
+        # comparison of the verdict run would fail, so code cannot use it); a BaseException
+        # (an exit, a skip) goes on, and the run shows it.
+        "    try:",
+        f"        {check} = {check}(*{operands})",
+        f"        {check} = True if {raises} else bool({check})",  # an assertion call that returned held
+        "    except Exception:",
+        f"        {check} = False",
+        f"    if {check}:",
+        f"        import os as {system}",
+        f"        {failed}.append(True)",
+        "        try:", f"            {system}.remove({mark!r})", "        except OSError:", "            pass",
+        f"    return {value}",
+    ]  # fmt: skip
+    return text, "\n".join(shared) + change_helper(change, marker, rng) + "\n"
 
 
 # A unittest assertion and the one that fails exactly where it passes.
@@ -406,10 +357,10 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
     _, function = find_test(tree, qualname)
     if function is None:
         return Twin("expectation", test, path, None, f"{qualname} is not defined in {path} (inherited or generated)")
-    targets = [side for statement in function.body if (side := _expected_side(statement)) is not None]
+    targets = [side for statement in function.body if (side := expected_side(statement)) is not None]
     if not targets:  # nothing to expect otherwise: its first assertion must fail instead
         return _negation_twin(source, path, test, function)
-    helper, marker = _idents(rng, 2, source)
+    helper, marker = idents(rng, 2, source)
     helper_used = False
     lines = source.splitlines(keepends=True)
     encoded = [line.encode() for line in lines]
@@ -419,7 +370,7 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
         assert node.end_lineno is not None and node.end_col_offset is not None
         first, last = node.lineno - 1, node.end_lineno - 1
         head, tail = encoded[first][: node.col_offset], encoded[last][node.end_col_offset :]
-        literal = _literal_replacement(node, rng)
+        literal = literal_replacement(node, rng)
         if literal is not None:
             replacement = (f"({literal}" + "\n" * (last - first) + ")").encode()
         else:  # the expression stays where it was, inside a call
@@ -433,7 +384,7 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
     if not text.endswith("\n"):
         text += "\n"
     if helper_used:
-        text += _change_helper(helper, marker, rng)
+        text += change_helper(helper, marker, rng)
     return Twin("expectation", test, path, text)
 
 

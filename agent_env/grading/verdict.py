@@ -174,7 +174,8 @@ def _verdict(
                 else f"it exited {result.exit_code}"
             )  # fmt: skip
             problems.setdefault("tail_not_reached", []).append(
-                f"{twin.test}: its tail canary's body did not complete ({how}, no mark), where the verdict run passed"
+                f"{twin.test}: its tail canary left no mark ({how}): its body did not complete, or an equality"
+                " also held against a changed expectation, where the verdict run passed"
             )
     notes = list(runs.prepared.skipped_twins)
     # PASS_TO_PASS tests read as expected failures: the control run decides (run only then).

@@ -16,7 +16,8 @@ import random
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent_env.grading.canaries import _changed_literal, _literal_replacement, expectation_twin, tail_twin
+from agent_env.grading.canaries import expectation_twin, tail_twin
+from agent_env.grading.expected import changed_literal, literal_replacement
 from agent_env.grading.logs import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable, with_cut_ids
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, filter_patch, split_patch
 from agent_env.grading.selection import directives_of, locate, runner_of, select_command
@@ -197,13 +198,13 @@ literals = st.recursive(
 @example(value=1e20, seed=0)
 @example(value=float("inf"), seed=0)
 def test_a_changed_expected_literal_is_of_the_same_type_and_never_equal(value, seed):
-    changed = _changed_literal(value, random.Random(seed))
+    changed = changed_literal(value, random.Random(seed))
     if value is None:
         assert changed is None
     elif changed is not None and changed != value:
         assert type(changed) is type(value)
     else:  # no other value of that type to expect (inf + k is inf): the twin falls back
-        assert _literal_replacement(ast.parse(repr(value), mode="eval").body, random.Random(seed)) is None
+        assert literal_replacement(ast.parse(repr(value), mode="eval").body, random.Random(seed)) is None
 
 
 def test_an_id_an_older_parser_cut_at_a_space_reads_the_whole_ids_status():
