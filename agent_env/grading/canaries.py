@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from agent_env.grading.expected import change_helper, expected_side, literal_replacement
 from agent_env.grading.names import NAME_WORDS, idents
 
+# Raised by a comparison, these are not its failing: a skip, an expected failure, an exit.
+_GOES_ON = ("SkipTest", "Skipped", "XFailed", "Exit", "SystemExit", "KeyboardInterrupt", "GeneratorExit")
 # What the tail raises: any exception fails a test under every runner (never `assert`, which
 # `python -O` strips).
 _TAIL_EXCEPTIONS = ("AssertionError", "RuntimeError", "LookupError", "ArithmeticError")
@@ -229,7 +231,9 @@ def _checked_equalities(
     caught only by the expectation twin, another process. First, not after: code that counts
     its comparisons meets the changed value on the call the verdict run makes with the real
     one. Only operands are wrapped (`first(x) == second(e, ...)`), so no line moves."""
-    first, second, slot, change, marker, value, check, at, raises, operands, system = idents(rng, 11, source + taken)
+    first, second, slot, change, marker, value, check, at, raises, operands, system, error = idents(
+        rng, 12, source + taken
+    )
     a, b = idents(rng, 2, source + taken + " ".join((first, second, slot, change, marker)))
     statements = [s for s in (function.body if function else []) if expected_side(s) is not None]
     encoded = [line.encode() for line in source.splitlines(keepends=True)]
@@ -258,13 +262,16 @@ def _checked_equalities(
         f"    if not {slot}:", f"        return {value}",
         f"    {operands} = [{slot}.pop(), {value}]",
         f"    {operands}[{at}] = {change}({operands}[{at}])",
-        # An Exception is the assertion failing, as an honest value fails it (and as the first
-        # comparison of the verdict run would fail, so code cannot use it); a BaseException
-        # (an exit, a skip) goes on, and the run shows it.
+        # An exception is the assertion failing, as an honest value fails it (and as the first
+        # comparison of the verdict run would fail, so code cannot use it): an Exception, or a
+        # runner's own failure (pytest.fail is a BaseException). A skip, an expected failure or
+        # an exit goes on, and the run shows it.
         "    try:",
         f"        {check} = {check}(*{operands})",
         f"        {check} = True if {raises} else bool({check})",  # an assertion call that returned held
-        "    except Exception:",
+        f"    except BaseException as {error}:",
+        f"        if type({error}).__name__ in {_GOES_ON!r}:",
+        "            raise",
         f"        {check} = False",
         f"    if {check}:",
         f"        import os as {system}",

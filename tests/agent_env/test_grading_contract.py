@@ -554,6 +554,55 @@ def test_a_tail_twin_leaves_no_mark_where_an_equality_also_held_against_a_change
     assert Path(tail.mark[0]).read_text() == tail.mark[1]
 
 
+HELPER_FILE = textwrap.dedent(
+    """\
+    import pytest
+
+    from code_under_test import value
+
+
+    def assert_equal(a, b):
+        if not a == b:
+            pytest.fail("differ")
+
+
+    def test_helper():
+        assert_equal(value(), 4)
+
+
+    def test_strict():
+        assert value() == 4
+    """
+)
+# An honest value whose `==` raises for anything but its own value.
+STRICT = (
+    "class Strict(int):\n    def __eq__(self, other):\n        if other != int(self):\n"
+    "            raise TypeError(other)\n        return True\n    __hash__ = int.__hash__\n\n"
+    "def value():\n    return Strict(4)\n"
+)
+
+
+@pytest.mark.parametrize("test", ["test_helper", "test_strict"])
+def test_a_comparison_with_the_changed_expectation_that_fails_by_raising_keeps_the_mark(tmp_path, test):
+    """The check's comparison fails the way an honest value fails it: by an exception (a
+    `==` that raises, an assertion helper calling `pytest.fail`, a BaseException). A genuine
+    fix keeps its mark; a value equal to anything still loses it."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    tail = tail_twin(HELPER_FILE, "test_file.py", f"test_file.py::{test}", test, random.Random(12), str(marks))
+    assert tail.source is not None and tail.mark is not None
+    for code in (STRICT, "def value():\n    return 4\n"):
+        assert _run(tmp_path, "pytest", tail.source, code, [f"test_file.py::{test}"]) != 0
+        assert Path(tail.mark[0]).read_text() == tail.mark[1]
+        Path(tail.mark[0]).unlink()
+    equal = "class Eq(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n\n"
+    assert (
+        _run(tmp_path, "pytest", tail.source, equal + "def value():\n    return Eq(0)\n", [f"test_file.py::{test}"])
+        != 0
+    )
+    assert list(marks.iterdir()) == []
+
+
 def test_a_parametrized_tail_twin_leaves_no_mark_where_one_of_its_calls_failed(tmp_path):
     """The mark is the function's: a sibling parameter that passes must not stand in for the
     required one that fails, whichever runs first."""
