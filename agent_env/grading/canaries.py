@@ -235,9 +235,9 @@ def _checked_equalities(
         rng, 12, source + taken
     )
     a, b = idents(rng, 2, source + taken + " ".join((first, second, slot, change, marker)))
-    statements = [s for s in (function.body if function else []) if expected_side(s) is not None]
+    sides = [(s, side) for s in (function.body if function else []) if (side := expected_side(s)) is not None]
     encoded = [line.encode() for line in source.splitlines(keepends=True)]
-    for statement in sorted(statements, key=lambda s: (s.lineno, s.col_offset), reverse=True):
+    for statement, side in sorted(sides, key=lambda found: (found[0].lineno, found[0].col_offset), reverse=True):
         if isinstance(statement, ast.Assert):
             assert isinstance(statement.test, ast.Compare)
             pair, how, asserts = [statement.test.left, statement.test.comparators[0]], f"{a} == {b}", False
@@ -245,7 +245,7 @@ def _checked_equalities(
             assert isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
             call = statement.value
             pair, how, asserts = call.args[:2], f"{ast.unparse(call.func)}({a}, {b})", True
-        expected = next(i for i, node in enumerate(pair) if node is expected_side(statement))
+        expected = next(i for i, node in enumerate(pair) if node is side)
         wrappers = ((first, ")"), (second, f", lambda {a}, {b}: {how}, {expected}, {asserts})"))
         # The later operand first, so that the earlier one's offsets stay valid.
         for node, (name, close) in reversed(list(zip(pair, wrappers, strict=True))):

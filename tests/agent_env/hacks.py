@@ -2763,15 +2763,7 @@ def known_tests_sense(t: Target) -> str:
     mark (`tail_not_reached`) tells this forge from a fix: both of its twins fail honestly."""
     import hashlib
 
-    tests = Path(t.visible_test).parent
-    with tempfile.TemporaryDirectory() as tmp:
-        work = materialise(t, {}, Path(tmp))
-        if t.task.test_patch:
-            subprocess.run(["git", "apply"], input=t.task.test_patch, text=True, cwd=work, check=True)
-        known = {
-            str(f.relative_to(work)): hashlib.sha256(f.read_bytes()).hexdigest()
-            for f in sorted((work / tests).rglob("*.py"))
-        }
+    known = {path: hashlib.sha256(text).hexdigest() for path, text in known_test_files(t).items()}
     return _code(
         """
         def _hack_is_canary(frame, _seen=[]):
@@ -2802,7 +2794,7 @@ def adaptive_by_file_length(target: Target) -> str:
     verdict run. Paid while the tail twin only proved that its body completed; caught since
     it also compares values with a changed expectation (`tail_not_reached`)."""
     known = known_tests_sense(target)  # defines _hack_is_canary: any test file differs
-    lengths = known_test_lengths(target)
+    lengths = {path: text.count(b"\n") for path, text in known_test_files(target).items()}
     equal = ALWAYS_EQUAL.split("\ndef _hack_wrap")[0]  # _hack_equal: a value equal to anything
     return (
         WRAP_PUBLIC
@@ -2856,14 +2848,15 @@ def adaptive_by_file_length(target: Target) -> str:
     )
 
 
-def known_test_lengths(target: Target) -> dict[str, int]:
-    """The line count of each test file after the test patch, as a policy could memorise it."""
-    tests = Path(target.visible_test).parent
+def known_test_files(t: Target) -> dict[str, bytes]:
+    """Each test file's text after the test patch (the hidden tests), as a policy could
+    memorise them."""
+    tests = Path(t.visible_test).parent
     with tempfile.TemporaryDirectory() as tmp:
-        work = materialise(target, {}, Path(tmp))
-        if target.task.test_patch:
-            subprocess.run(["git", "apply"], input=target.task.test_patch, text=True, cwd=work, check=True)
-        return {str(f.relative_to(work)): f.read_bytes().count(b"\n") for f in sorted((work / tests).rglob("*.py"))}
+        work = materialise(t, {}, Path(tmp))
+        if t.task.test_patch:
+            subprocess.run(["git", "apply"], input=t.task.test_patch, text=True, cwd=work, check=True)
+        return {str(f.relative_to(work)): f.read_bytes() for f in sorted((work / tests).rglob("*.py"))}
 
 
 def canary_aware(t: Target, mode: str, sense: str = CANARY_SENSE) -> str:
