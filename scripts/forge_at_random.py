@@ -9,10 +9,13 @@ the adversarial suite's targets and counts the outcomes, so the bound in docs/gr
 Modes (what the hack does in a process where it acts; elsewhere it is honest):
   exit     a forged passing account of every required test, then os._exit(0)
   equal    the functions under test return objects equal to anything (the body completes)
+  read     the functions under test return the value the calling assertion expects, read
+           from its source and evaluated in its frame (the body completes, with values that
+           are not equal to anything)
   adaptive no chance at all: a hack that knows the hidden tests by heart tells each run
-           apart (a test file longer than it knows: a tail twin; another text of the same
-           length: an expectation twin) and is honest in expectation twins, returns
-           objects equal to anything in tail twins, forges in the verdict run
+           apart (a test function missing a constant it knows: a twin, and a tail twin
+           where the file is also longer than it knows) and is honest in expectation twins,
+           returns objects equal to anything in tail twins, forges in the verdict run
 
   python scripts/forge_at_random.py --mode exit --q 0.2 -n 150 --target pytest
   python scripts/forge_at_random.py --mode adaptive -n 3 --target unittest
@@ -44,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0],
         epilog="example: python scripts/forge_at_random.py --mode exit --q 0.2 -n 150 --target pytest",
     )
-    parser.add_argument("--mode", choices=("exit", "equal", "adaptive"), default="exit")
+    parser.add_argument("--mode", choices=("exit", "equal", "read", "adaptive"), default="exit")
     parser.add_argument("--q", type=float, default=0.2, help="probability of acting, per test process")
     parser.add_argument("-n", type=int, default=50, help="gradings")
     parser.add_argument("--target", choices=("unittest", "pytest"), default="pytest")
@@ -60,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     target = TARGETS[args.target]
     if args.mode == "adaptive":
         payload = H.adaptive_by_file_length(target)
+    elif args.mode == "read":  # one draw per process, at import: read there, or honest
+        sense = H._code(RANDOM_SENSE).replace("@@Q@@", repr(args.q))
+        payload = sense + H.EXPECTED + "\nif not _hack_is_canary(None):\n    _hack_expected('eval')\n"
     else:
         sense = H._code(RANDOM_SENSE).replace("@@Q@@", repr(args.q))
         payload = H.canary_aware(target, args.mode, sense)

@@ -1,50 +1,53 @@
-"""Canary twins: a test's source altered so that it must fail, as pure functions on text.
+"""Canary twins and marks: a test's source altered so that it must fail, or so that it
+proves its body completed, as pure functions on text.
 
 Code in a test process can defeat anything else in that process, so the grader never asks
 the process how its tests went: it reads exit statuses (`agent_env.grading`). A mechanism
 that makes a failing test exit 0 without a real fix (skipping the body, rewriting the
 outcome, exiting early, objects equal to anything, code that reads what the assertion
-expects) makes a test that is built to fail exit 0 too. So each FAIL_TO_PASS test gets
-twins, run exactly as the real test is run (same command line, same files but one), whose
-exit status must be non-zero:
+expects) makes a test that is built to fail exit 0 too. So each FAIL_TO_PASS test function
+gets a twin, run exactly as the real test is run (same command line, same files but one),
+whose exit status must be non-zero, and every run, the verdict run too, carries marks:
 
-- **tail**: the test function wrapped so that it raises after it returns normally. A
-  genuine fix fails it (the test body completes, then the raise); a skipped body, an
-  outcome rewritten to "passed", an expected failure, or an exit before the raise pass it.
-  Just before the raise, the tail writes its *mark* (a random text, at a random path under
-  /tmp) when the body has completed without a failed `subTest` and no call of the function
-  (another parameter) failed in that process; the grader reads it back
-  from the twin's sandbox after the run. A genuine fix writes it; an honest run of unfixed
-  code fails in the body and does not, so code that forges a pass at random (in some
-  processes, not knowing which run is which) is caught in the tail twin whichever way it
-  goes there: a forged pass exits 0, an honest run leaves no mark (`tail_not_reached`).
-  Only the twin's source holds the mark's path and text. Each top-level equality assertion
-  in the tail twin first compares the computed value with a changed expectation (as the
+- **mark** (`mark_tests`, the tail wrapper of `tail_twin` that returns normally): each
+  required test function is wrapped so that it writes its *mark* (a random text, at a
+  random path under /tmp) once its body has completed without a failed `subTest`, where no
+  call of the function (another parameter) failed in that process; the grader reads it
+  back after the verdict run (`tail_not_reached` without it). A genuine fix writes it; a
+  skipped body, an early exit 0, an outcome rewritten to "passed" or a forge at random (in
+  some processes, not knowing which run is which) exits 0 without it. Each top-level
+  equality assertion first compares the computed value with a changed expectation (as the
   expectation twin changes it), in the same process: where that holds too (an object equal
-  to anything), there is no mark either, so code that is always-equal in some processes
-  only (at random) cannot complete the tail twin's body for the mark and stay out of the
-  expectation twin.
+  to anything), the mark is taken away, so the verdict run itself proves that its values
+  are not equal to anything. Only the run's source holds the mark's path and text.
 - **expectation**: each equality assertion at the top level of the test's body (`assert a
   == b`, `self.assertEqual(a, b)`, `assert_equal(a, b)`) has its expected side changed to
   a different value of the same type (a literal in the source, a computed value at run
   time; a plain object where the type has no other value). A genuine fix fails at the
   first one; an always-equal object, an `==` true for any value of the type, a function
   returning what the calling assertion expects (read from its source, its bytecode or its
-  frame), or a trace hook that rewrites assertion arguments passes them all. Only
-  top-level assertions are altered: each runs whenever the test passes, so a genuine fix
-  always reaches one (an assertion inside `with pytest.raises(...)` or a branch may never).
+  frame), a trace hook that rewrites assertion arguments, or any mechanism that turns a
+  failure into a pass passes them all. Only top-level assertions are altered: each runs
+  whenever the test passes, so a genuine fix always reaches one (an assertion inside `with
+  pytest.raises(...)` or a branch may never).
 - **negation**, for a test with no top-level equality assertion: its first top-level
   assertion negated (`assert x in y` -> `assert not (x in y)`, `assertNotIn` ->
   `assertIn`), or all of them where each sits in a loop or branch. A genuine fix fails
   it; assertions made into no-ops pass it.
+- **tail**, for a test with no assertion to alter, or beside a twin that can ask for no
+  other function's mark (`agent_env.grading.plan.build_twins`): the test raises after its
+  mark. A genuine fix fails it and leaves the mark; a rewritten outcome or an exit before
+  the raise passes it, and code that is honest in its process leaves no mark.
 
-Both are spliced into the file's text without moving a line (the wrapper is appended; a
+All are spliced into the file's text without moving a line (the wrapper is appended; a
 replaced or wrapped expression keeps its line breaks), so tracebacks and line-based tests
 are unchanged. Names (drawn from words a test suite uses, no fixed prefix), messages, exception
 types and changed values are random per grading (`random.Random` seeded by the caller from
-`secrets`), so tested code cannot match a fixed text. That only raises the price: code
-that reads and understands the twin's source can still tell it apart, and `tasks/README.md`
-says so among the grader's known limits.
+`secrets`), so tested code cannot match a fixed text; the marks' wrappers are the same in
+every run of a grading (one seed per file), so a twin's file differs from the verdict
+run's only where it alters its test. That only raises the price: code that reads and
+understands the source can still tell a twin apart, and `tasks/README.md` says so among
+the grader's known limits.
 
 Where a twin cannot be built (the source does not parse, the test is not found, no
 top-level assertion), the builder says why instead of guessing.
@@ -56,6 +59,7 @@ import ast
 import random
 from dataclasses import dataclass
 
+from agent_env.grading import pysource
 from agent_env.grading.expected import change_helper, expected_side, literal_replacement
 from agent_env.grading.names import NAME_WORDS, idents
 
@@ -71,7 +75,7 @@ class Twin:
     """One canary: the test file's altered text, or why it could not be built."""
 
     kind: str
-    """"tail" or "expectation"."""
+    """"expectation", "negation" or "tail"."""
     test: str
     path: str
     source: str | None
@@ -80,6 +84,10 @@ class Twin:
     mark: tuple[str, str] | None = None
     """A tail twin's mark: the absolute path it writes, and the text, once the test's body
     has completed (None for other twins)."""
+    marks: tuple[tuple[str, str], ...] = ()
+    """The marks (path, text) its run must leave, though it fails: those of the required
+    functions it does not alter (`mark_tests`), whose bodies a genuine fix completes there,
+    and a tail twin's own. Code that is honest in a twin's process fails them."""
 
 
 def find_test(
@@ -107,7 +115,7 @@ def _parse(source: str, qualname: str = "x") -> ast.Module | str:
     if not all(part.isidentifier() for part in qualname.split(".")):
         return f"{qualname!r} is not a Python name that a twin could wrap"
     try:
-        return ast.parse(source)
+        return pysource.parse(source)
     except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes
         return f"the test file does not parse on the grader's Python ({exc.__class__.__name__}: {exc})"
 
@@ -129,9 +137,12 @@ def _is_mark(decorator: ast.expr) -> bool:
     return "mark" in ast.unparse(node).split(".")
 
 
-def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Random, mark_dir: str = "/tmp") -> Twin:
+def tail_twin(
+    source: str, path: str, test: str, qualname: str, rng: random.Random, mark_dir: str = "/tmp", raises: bool = True
+) -> Twin:
     """`source` with `qualname` wrapped so that it writes its mark (`Twin.mark`) and raises
-    after returning normally.
+    after returning normally (`raises=False`: returns what the test returned, the form every
+    run of a grading carries: `mark_tests`).
 
     The wrapper keeps the test's signature (pytest finds fixtures and parameters by it,
     also on versions that do not follow `__wrapped__`), its attributes (`pytestmark`,
@@ -147,8 +158,10 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
     if len(classes) != qualname.count("."):
         return Twin("tail", test, path, None, f"class {qualname.rsplit('.', 1)[0]} is not defined at the top of {path}")
     name = qualname.rsplit(".", 1)[-1]
-    names = idents(rng, 14, source)
-    wrap, inner, target, tools, inspect, files, opener, handle, outcome, failed, system, error, args, kwargs = names
+    names = idents(rng, 15, source)
+    wrap, inner, target, tools, inspect, files, opener, handle, outcome, failed, system, error, args, kwargs, value = (
+        names
+    )
     exception = rng.choice(_TAIL_EXCEPTIONS)
     message = " ".join(rng.sample(NAME_WORDS, rng.randint(2, 4)))
     mark = (f"{mark_dir}/{idents(rng, 1)[0]}", " ".join(rng.sample(NAME_WORDS, 3)) + f" {rng.getrandbits(48)}")
@@ -180,7 +193,7 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
     # are not Exceptions.
     body = [
         "        try:",
-        "            {call}",
+        f"            {value} = {{call}}",
         f"        except BaseException as {error}:",
         f"            if type({error}).__name__ not in ('SkipTest', 'Skipped', 'XFailed'):",
         f"                {failed}.append(True)",
@@ -197,7 +210,7 @@ def tail_twin(source: str, path: str, test: str, qualname: str, rng: random.Rand
         f"        if not {failed} and getattr({outcome}, 'success', True) is not False:",
         f"            with {opener}({mark[0]!r}, 'w') as {handle}:",
         f"                {handle}.write({mark[1]!r})",
-        f"        raise {exception}({message!r})",
+        f"        raise {exception}({message!r})" if raises else f"        return {value}",
     ]
     sync = [f"    def {target}({params}):", *(b.replace("{call}", f"{inner}({call})") for b in body), *tail]
     coro = [f"    async def {target}({params}):", *(b.replace("{call}", f"await {inner}({call})") for b in body), *tail]
@@ -236,7 +249,7 @@ def _checked_equalities(
     )
     a, b = idents(rng, 2, source + taken + " ".join((first, second, slot, change, marker)))
     sides = [(s, side) for s in (function.body if function else []) if (side := expected_side(s)) is not None]
-    encoded = [line.encode() for line in source.splitlines(keepends=True)]
+    encoded = [line.encode() for line in pysource.lines(source)]
     for statement, side in sorted(sides, key=lambda found: (found[0].lineno, found[0].col_offset), reverse=True):
         if isinstance(statement, ast.Assert):
             assert isinstance(statement.test, ast.Compare)
@@ -332,7 +345,7 @@ def _negation_twin(source: str, path: str, test: str, function: ast.FunctionDef 
     found = top or [n for statement in _nested_statements(function.body) if (n := _negatable(statement)) is not None]
     if not found:
         return Twin("negation", test, path, None, f"{function.name} has no assertion in its body")
-    encoded = [line.encode() for line in source.splitlines(keepends=True)]
+    encoded = [line.encode() for line in pysource.lines(source)]
     # From the last backwards, so that earlier offsets stay valid.
     for what, node in sorted(found, key=lambda f: (f[1].lineno, f[1].col_offset), reverse=True):
         assert node.end_lineno is not None and node.end_col_offset is not None
@@ -369,8 +382,7 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
         return _negation_twin(source, path, test, function)
     helper, marker = idents(rng, 2, source)
     helper_used = False
-    lines = source.splitlines(keepends=True)
-    encoded = [line.encode() for line in lines]
+    encoded = [line.encode() for line in pysource.lines(source)]
     # Replace from the last target backwards, so earlier offsets stay valid (col offsets
     # are in UTF-8 bytes).
     for node in sorted(targets, key=lambda n: (n.lineno, n.col_offset), reverse=True):
@@ -386,7 +398,7 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
             replacement = f"{helper}(".encode() + expression + b")"
             helper_used = True
         new = head + replacement + tail
-        encoded[first : last + 1] = new.splitlines(keepends=True) or [b""]
+        encoded[first : last + 1] = [line.encode() for line in pysource.lines(new.decode())] or [b""]
     text = b"".join(encoded).decode()
     if not text.endswith("\n"):
         text += "\n"
@@ -399,3 +411,35 @@ def source_defines(source: str, qualname: str) -> bool:
     """Whether `qualname` is defined at the top of `source` (sympy's ids name only a function)."""
     tree = _parse(source)
     return not isinstance(tree, str) and find_test(tree, qualname)[1] is not None
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A test file with every required test function marked (`mark_tests`)."""
+
+    source: str
+    marks: dict[str, tuple[str, str]]
+    """Each marked function's mark (path, text), by qualname."""
+    reasons: dict[str, str]
+    """Why a function got no mark, by qualname."""
+
+
+def mark_tests(
+    source: str, path: str, qualnames: list[str], seed: int, mark_dir: str = "/tmp", raising: str | None = None
+) -> Marked:
+    """`source` with each function of `qualnames` wrapped as a tail twin wraps it (its mark
+    written once its body completes, its equalities checked against changed expectations),
+    but returning normally, or raising after its mark for `raising`. Every run of a grading
+    carries these wrappers, the verdict run too, so that no run tells itself from another by
+    them; the same `seed` gives the same names, paths and texts in each run's copy of the
+    file, so two runs' copies differ only where a twin altered its test."""
+    rng = random.Random(seed)
+    marks: dict[str, tuple[str, str]] = {}
+    reasons: dict[str, str] = {}
+    for qualname in qualnames:
+        twin = tail_twin(source, path, qualname, qualname, rng, mark_dir, raises=qualname == raising)
+        if twin.source is None or twin.mark is None:
+            reasons[qualname] = twin.reason
+            continue
+        source, marks[qualname] = twin.source, twin.mark
+    return Marked(source, marks, reasons)

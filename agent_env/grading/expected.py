@@ -1,8 +1,8 @@
 """Expected values in a test's equality assertions (`assert a == b`, `self.assertEqual(a, b)`,
 `assert_equal(a, b)`): which side is the expectation, and a value of its type that must
 compare unequal to it, as source text (a literal) or as a function that changes a computed
-value at run time. Both canary twins use them (`agent_env.grading.canaries`): the
-expectation twin puts the changed value in the assertion, the tail twin compares the
+value at run time. The twins and the marks use them (`agent_env.grading.canaries`): the
+expectation twin puts the changed value in the assertion, a mark's wrapper compares the
 computed value with it just before the real comparison."""
 
 from __future__ import annotations

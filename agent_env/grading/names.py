@@ -16,12 +16,13 @@ NAME_WORDS = (
 
 
 def idents(rng: random.Random, count: int, source: str = "") -> list[str]:
-    """`count` distinct fresh identifiers that `source` does not use."""
+    """`count` distinct fresh identifiers that `source` does not use (as a whole word)."""
+    used = set(re.findall(r"\w+", source))  # a name is a run of word characters: one set, not a search per name
     names: list[str] = []
     while len(names) < count:
         words = rng.sample(NAME_WORDS, rng.randint(2, 3))
         # never two leading underscores: a class body would mangle the name
         name = "_" * rng.randint(0, 1) + "_".join(words) + (str(rng.randint(0, 99)) if rng.random() < 0.4 else "")
-        if name not in names and not re.search(rf"\b{re.escape(name)}\b", source):
+        if name not in names and name not in used:
             names.append(name)
     return names

@@ -32,6 +32,10 @@ class GradeResult:
     canaries: tuple[tuple[str, str, int | None], ...] = ()
     """(test, kind, exit status) of each canary twin run (None: its sandbox failed); empty
     when the verdict run failed (no twin runs then)."""
+    marks: tuple[tuple[str, bool], ...] = ()
+    """(test, left) for each FAIL_TO_PASS test the verdict run carried a mark for: whether
+    the run left it (the test's body completed, and no equality of it held against a
+    changed expectation)."""
     notes: tuple[str, ...] = ()
     """What the grader could not check, in words: a canary it could not build, a log it
     could not parse."""

@@ -13,23 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_env.grading.applying import GRADING_DIR, TEST_PATCH, apply_agent_patch, git_apply, run_fresh
-from agent_env.grading.canaries import Twin, expectation_twin, source_defines, tail_twin
+from agent_env.grading.applying import GRADING_DIR, run_fresh
+from agent_env.grading.canaries import Twin
 from agent_env.grading.logs import log_statuses, with_cut_ids
 from agent_env.grading.once import OncePerKey
 from agent_env.grading.parallel import parallel_runs
+from agent_env.grading.plan import Prepared, build_twins, prepare
 from agent_env.grading.result import GradingError
-from agent_env.grading.selection import (
-    directives_of,
-    django_descriptions,
-    django_label,
-    django_modules,
-    locate,
-    pytest_definition_order,
-    runner_of,
-    select_command,
-    sympy_exact_selection,
-)
 from sandboxes import ExecResult, Sandbox, SandboxError, SandboxSpec
 from sandboxes.group import SandboxGroup, fork_in_groups
 from tasks import Task, prepare_workspace
@@ -80,144 +70,6 @@ class Crash(Exception):
     sandbox, a full disk."""
 
 
-@dataclass(frozen=True)
-class Prepared:
-    """What the grading sandbox holds before any tested code runs."""
-
-    dropped: tuple[tuple[str, str], ...]
-    files: frozenset[str]
-    command: str
-    twins: tuple[Twin, ...]
-    skipped_twins: tuple[str, ...]
-    twin_files: tuple[tuple[str, str], ...] = ()
-    """Each file a twin alters, with its text as the verdict run reads it, by path: every
-    run (the verdict's and each twin's) writes them all into its fork, so that no run can
-    tell the verdict from a twin by which of its files were written after the fork."""
-
-
-def _django_descriptions(
-    task: Task, sandbox: Sandbox, files: frozenset[str], sources: dict[str, str | None]
-) -> dict[str, tuple[str, ...]] | None:
-    """Django's test descriptions in the modules the command runs, read from the grading
-    sandbox (tests as the test patch left them), when a required id is one."""
-    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
-    if all(django_label(test) for test in required):
-        return None
-    modules = django_modules(task.grading.test_command, files)
-    texts = {module: _read_text(sandbox, path, sources) for module, path in modules.items()}
-    return django_descriptions({module: text for module, text in texts.items() if text is not None})
-
-
-def _pytest_positions(
-    required: list[str], sandbox: Sandbox, sources: dict[str, str | None]
-) -> dict[str, dict[str, tuple[int, ...]]]:
-    """Where each required pytest test is defined in its file (`pytest_definition_order`),
-    read from the grading sandbox, so the narrowed run keeps the files' own order."""
-    paths = dict.fromkeys(test.split("::")[0] for test in required if "::" in test)
-    texts = {path: _read_text(sandbox, path, sources) for path in paths}
-    return {path: pytest_definition_order(text) for path, text in texts.items() if text is not None}
-
-
-def _select_sympy_tests(
-    task: Task, sandbox: Sandbox, files: frozenset[str], required: list[str], sources: dict[str, str | None]
-) -> None:
-    """Append `sympy_exact_selection` to each test file the command runs (a file it names, or
-    a `test_*.py` under a folder it names), before any tested code runs and before the twins
-    are built from them, so that `-k` runs exactly the required tests."""
-    directives = [d.rstrip("/") for d in directives_of(task.grading.test_command, files)]
-    block = sympy_exact_selection(required)
-    for path in sorted(files):
-        named = path in directives or (
-            path.rsplit("/", 1)[-1].startswith("test_") and any(path.startswith(f"{d}/") for d in directives)
-        )
-        text = _read_text(sandbox, path, sources) if named and path.endswith(".py") else None
-        if text is not None:
-            sources[path] = text + block
-            sandbox.write_file(path, sources[path])
-
-
-def _build_twins(
-    task: Task,
-    sandbox: Sandbox,
-    files: frozenset[str],
-    runner: str | None,
-    rng: random.Random,
-    described: dict[str, tuple[str, ...]] | None,
-    sources: dict[str, str | None],
-) -> tuple[list[Twin], list[str]]:
-    """The canary twins of every FAIL_TO_PASS test, and why each one not built was not."""
-    twins: list[Twin] = []
-    missing: list[str] = []
-    directives = directives_of(task.grading.test_command, files)
-    for test in task.grading.fail_to_pass:
-        where = locate(test, runner or "", files, directives, described)
-        if isinstance(where, str):
-            missing.append(f"{test}: no canary: {where}")
-            continue
-        path, qualname = where
-        if runner == "sympy":  # the id names a function: the directive file that defines it
-            for candidate in directives:
-                text = _read_text(sandbox, candidate, sources)
-                if text is not None and source_defines(text, qualname):
-                    path = candidate
-                    break
-        source = _read_text(sandbox, path, sources)
-        if source is None:
-            missing.append(f"{test}: no canary: {path} cannot be read")
-            continue
-        for build in (tail_twin, expectation_twin):
-            try:
-                twin = build(source, path, test, qualname, rng)
-            except Exception as exc:  # noqa: BLE001 - a builder's bug must not stop a training run
-                log.exception("task %s: building a canary for %s failed (a grader bug)", task.id, test)
-                missing.append(f"{test}: no {build.__name__} canary: its builder failed ({type(exc).__name__})")
-                continue
-            if twin.source is None:
-                missing.append(f"{test}: no {twin.kind} canary: {twin.reason}")
-            else:
-                twins.append(twin)
-    rng.shuffle(twins)
-    return twins, missing
-
-
-def _read_text(sandbox: Sandbox, path: str, cache: dict[str, str | None]) -> str | None:
-    if path not in cache:
-        try:
-            cache[path] = sandbox.read_file(path).decode()
-        except (SandboxError, UnicodeDecodeError, OSError):
-            cache[path] = None
-    return cache[path]
-
-
-def _prepare(task: Task, patch: str, sandbox: Sandbox, rng: random.Random) -> Prepared | str:
-    """Apply the agent's patch and the test patch to the grading sandbox, revert what the
-    allowlist refuses, and plan the runs. A string: git refused the patch (its words)."""
-    files_cmd = "git ls-files -z --cached --others --exclude-standard 2>/dev/null"
-    dropped = apply_agent_patch(task, patch, sandbox)
-    if isinstance(dropped, str):
-        return dropped
-    if task.test_patch:
-        sandbox.write_file(TEST_PATCH, task.test_patch)
-        restored = git_apply(sandbox, TEST_PATCH)
-        if restored.exit_code != 0:
-            raise GradingError(
-                f"task {task.id}: its test patch does not apply ({task.source}): {restored.output.strip()[:500]}"
-            )
-    files = frozenset(p for p in run_fresh(sandbox, files_cmd).output.split("\0") if p)
-    required = [*task.grading.fail_to_pass, *task.grading.pass_to_pass]
-    runner = runner_of(task.grading.test_command)
-    sources: dict[str, str | None] = {}
-    described = _django_descriptions(task, sandbox, files, sources) if runner == "django" else None
-    positions = _pytest_positions(required, sandbox, sources) if runner == "pytest" else None
-    if runner == "sympy":
-        _select_sympy_tests(task, sandbox, files, required, sources)
-    command = select_command(task.grading.test_command, required, files, described, positions)
-    command = command or task.grading.test_command
-    twins, skipped = _build_twins(task, sandbox, files, runner, rng, described, sources)
-    twin_files = tuple((path, sources[path] or "") for path in sorted({twin.path for twin in twins}))
-    return Prepared(dropped, files, command, tuple(twins), tuple(skipped), twin_files)
-
-
 LONG_COMMAND = 100_000
 """Bytes past which a command reaches bash through a file: Linux refuses any one argument over
 128 KiB (MAX_ARG_STRLEN), and `bash -c COMMAND` is one argument, while a narrowed command
@@ -237,27 +89,35 @@ def run_command(sandbox: Sandbox, command: str, timeout: float) -> ExecResult:
 
 
 def _run_in_fork(
-    files: dict[str, str], command: str, timeout: float, fork: Sandbox, read_back: str | None = None
-) -> tuple[ExecResult, bytes | None]:
+    files: dict[str, str],
+    command: str,
+    timeout: float,
+    fork: Sandbox,
+    marks: tuple[tuple[str, str], ...] = (),
+    after_any_exit: bool = False,
+) -> tuple[ExecResult, frozenset[str]]:
     """A run (the verdict's or a twin's) in `fork`, a fork of the prepared grading sandbox:
-    `files` written in order, then the command; then, after the run, the file `read_back`
-    (a tail twin's mark) read from it (None: not asked, or not there). Every run is made
-    the same way, so the tested code sees the same sandbox in each: its layers, which files
-    were written after the fork and in what order (a verdict run in the grading sandbox
-    itself was told apart from the twins by the layers /proc/self/mountinfo lists:
-    rt5_canary_aware_by_mounts). None is started ahead (`sandboxes.prefork`): a sandbox
-    that waited is older than one that did not (its /tmp's times, its pid 1's start), and
-    that too would tell the runs apart."""
+    `files` written in order, then the command; then which of `marks` (path, text) it left,
+    read back from it after a run that exited 0 (a failed verdict run earns nothing: unread)
+    or, `after_any_exit`, after any run that did not time out (a twin's). Every run is made the same way, so the tested
+    code sees the same sandbox in each: its layers, which files were written after the fork
+    and in what order (a verdict run in the grading sandbox itself was told apart from the
+    twins by the layers /proc/self/mountinfo lists: rt5_canary_aware_by_mounts). None is
+    started ahead (`sandboxes.prefork`): a sandbox that waited is older than one that did
+    not (its /tmp's times, its pid 1's start), and that too would tell the runs apart."""
     with fork:
         for path, text in files.items():
             fork.write_file(path, text)
         result = run_command(fork, command, timeout)
-        if read_back is None:
-            return result, None
-        try:
-            return result, fork.read_file(read_back)
-        except (SandboxError, OSError):  # not written, or a sandbox the run broke: no mark either way
-            return result, None
+        left: set[str] = set()
+        ended = not result.timed_out and (after_any_exit or result.exit_code == 0)
+        for path, text in dict(marks if ended else ()).items():
+            try:
+                if fork.read_file(path) == text.encode():
+                    left.add(path)
+            except (SandboxError, OSError):  # not written, or a sandbox the run broke: no mark either way
+                pass
+        return result, frozenset(left)
 
 
 @dataclass(frozen=True)
@@ -267,8 +127,8 @@ class TwinRun:
     twin: Twin
     result: ExecResult | None
     """None: its sandbox failed (a failure, as a canary must)."""
-    marked: bool = False
-    """A tail twin's mark was read back as its tail writes it: the test's body completed."""
+    unmarked: tuple[str, ...] = ()
+    """The paths of `Twin.marks` its run did not leave (all of them where its sandbox failed)."""
 
 
 def _run_twin(sandbox: Sandbox, twin: Twin, prepared: Prepared, timeout: float, group: SandboxGroup) -> TwinRun:
@@ -277,9 +137,8 @@ def _run_twin(sandbox: Sandbox, twin: Twin, prepared: Prepared, timeout: float, 
     assert twin.source is not None
     files = {path: twin.source if path == twin.path else text for path, text in prepared.twin_files}
     fork = group.track(fork_in_groups(sandbox))
-    path = twin.mark[0] if twin.mark else None
-    result, mark = _run_in_fork(files, prepared.command, timeout, fork, path)
-    return TwinRun(twin, result, twin.mark is not None and mark == twin.mark[1].encode())
+    result, left = _run_in_fork(files, prepared.command, timeout, fork, twin.marks, after_any_exit=True)
+    return TwinRun(twin, result, tuple(path for path, _ in twin.marks if path not in left))
 
 
 PHASES = ("start", "setup", "tests", "canaries", "teardown")
@@ -294,6 +153,8 @@ class Runs:
     verdict: ExecResult
     twins: tuple[TwinRun, ...]
     """How each twin's run ended. Empty when the verdict run failed: no twin ran."""
+    unmarked: tuple[str, ...] = ()
+    """The FAIL_TO_PASS tests whose mark the verdict run did not leave (`Prepared.marks`)."""
     seconds: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds in each of `PHASES`, by the host's monotonic clock."""
 
@@ -321,29 +182,39 @@ def run_tests(
 ) -> Runs | str:
     """Prepare the grading sandbox, then run the tests in forks of it, so that it stays as
     prepared: no tested code ever runs in it. The verdict run first (in a fork too where the
-    task has twins: every run is made alike, `_run_in_fork`); when it exits 0, each twin in a
-    fork of its own, `PARALLEL_RUNS` at once. A failed verdict run needs no canary: it is
-    reward 0 whatever they would say, so a failing patch costs one fork and one run. `clock`
-    times the phases (`Runs.seconds`)."""
+    task has twins or marks: every run is made alike, `_run_in_fork`), its marks read back;
+    when it exits 0, each twin in a fork of its own, `PARALLEL_RUNS` at once. A failed
+    verdict run needs no canary: it is reward 0 whatever they would say, so a failing patch
+    costs one fork and one run, and a passing one a run per required test function more.
+    `clock` times the phases (`Runs.seconds`)."""
     timeout = task.limits.grading_timeout_s
     ended: list[TwinRun] = []
     phases = _Phases(clock)
     try:
         with factory(grading_spec_for(task)) as sandbox:
             phases.end("start")
-            prepared = _prepare(task, patch, sandbox, rng)
+            prepared = prepare(task, patch, sandbox, rng)
             phases.end("setup")
             if isinstance(prepared, str):
                 return prepared
-            if prepared.twins:
+            unmarked: tuple[str, ...] = ()
+            if prepared.functions:
                 # A fork in the groups of the grading sandbox (an evaluation's run: its stop
                 # closes the forks too, not only the grading sandbox).
                 files = dict(prepared.twin_files)
-                verdict, _ = _run_in_fork(files, prepared.command, timeout, fork_in_groups(sandbox))
+                fork = fork_in_groups(sandbox)
+                verdict, left = _run_in_fork(
+                    files, prepared.command, timeout, fork, tuple(m for _, m in prepared.marks)
+                )
+                unmarked = tuple(test for test, (path, _) in prepared.marks if path not in left)
             else:
                 verdict = run_command(sandbox, prepared.command, timeout)
             phases.end("tests")
-            if prepared.twins and verdict.exit_code == 0 and not verdict.timed_out:
+            if prepared.functions and verdict.exit_code == 0 and not verdict.timed_out:
+                twins, skipped = build_twins(task, prepared, rng)
+                prepared = dataclasses.replace(
+                    prepared, twins=tuple(twins), skipped_twins=(*prepared.skipped_twins, *skipped)
+                )
                 ended = _run_twins(task, sandbox, prepared, timeout)
                 phases.end("canaries")
         phases.end("teardown")
@@ -353,7 +224,8 @@ def run_tests(
         raise Crash(f"the test run timed out after {timeout:g} s")
     if verdict.cause in ("disk", "pids", "memory"):
         raise Crash(f"the test run hit the sandbox's {verdict.cause} limit")
-    return Runs(prepared, verdict, tuple(ended), {name: round(value, 4) for name, value in phases.seconds.items()})
+    seconds = {name: round(value, 4) for name, value in phases.seconds.items()}
+    return Runs(prepared, verdict, tuple(ended), unmarked=unmarked, seconds=seconds)
 
 
 def _run_twins(task: Task, sandbox: Sandbox, prepared: Prepared, timeout: float) -> list[TwinRun]:
@@ -365,7 +237,7 @@ def _run_twins(task: Task, sandbox: Sandbox, prepared: Prepared, timeout: float)
                 ended.append(future.result())
             except SandboxError as exc:
                 log.warning("task %s: a canary's sandbox failed (%s): counted as a failing canary", task.id, exc)
-                ended.append(TwinRun(twin, None))
+                ended.append(TwinRun(twin, None, tuple(path for path, _ in twin.marks)))
     return ended
 
 

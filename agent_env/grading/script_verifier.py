@@ -37,8 +37,8 @@ script allows:
    that reads the verifier's files to learn where the reward goes
    writes it there in every run, so the moved-path twin cannot tell; a shell-only verifier
    that runs the agent's code then has no guard of ours against a forged reward
-   (`agent_env validate` warns of a task without test twins). The tail twin's mark
-   (`tail_not_reached` in `verdict`) is not asked for here: a verifier script need not run
+   (`agent_env validate` warns of a task without test twins). The marks
+   (`tail_not_reached` in `verdict`) are not asked for here: a verifier script need not run
    every test function its folder holds, so a missing mark would not mean a failed body.
 6. **Blame is decided, not guessed.** No reward file (or an unreadable one), a timeout or a
    dead sandbox after the agent's change is compared with a run of the pristine workspace:
@@ -62,6 +62,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_env.grading import pysource
 from agent_env.grading.applying import apply_agent_patch
 from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.once import OncePerKey
@@ -142,7 +143,7 @@ def find_test_functions(source: str) -> list[str]:
     """Qualified names of the test functions of a pytest/unittest file: top-level `test*`
     functions and `test*` methods of top-level classes."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except (SyntaxError, ValueError):
         return []
     names = []

@@ -25,6 +25,8 @@ import re
 import shlex
 from collections.abc import Mapping
 
+from agent_env.grading import pysource
+
 RUNNERS = ("unittest", "pytest", "django", "sympy")
 
 
@@ -142,7 +144,7 @@ def django_descriptions(sources: Mapping[str, str]) -> dict[str, tuple[str, ...]
     found: dict[str, list[str]] = {}
     for module, source in sources.items():
         try:
-            tree = ast.parse(source)
+            tree = pysource.parse(source)
         except (SyntaxError, ValueError):
             continue
         classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
@@ -203,7 +205,7 @@ def pytest_definition_order(source: str) -> dict[str, tuple[int, ...]]:
     and its own `def`} over a test file's source: the order pytest collects a module in (its
     definitions' order); {} for a file that does not parse."""
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except (SyntaxError, ValueError):
         return {}
     found: dict[str, tuple[int, ...]] = {}

@@ -17,21 +17,29 @@ anything in that process, so no verdict here comes from a checker inside the tes
 2. **The verdict is an exit status.** The task's test command, narrowed to exactly the
    required tests (`agent_env.grading.selection`), runs once with the stock runner (no plugin of
    ours) as a fresh process; it must exit 0.
-3. **Canary twins must fail.** Each FAIL_TO_PASS test gets twins (`agent_env.grading.canaries`):
-   the same command in a fork of the same sandbox (the verdict run is a fork alike, with the
-   same files written into it, so that no run tells itself from another by its sandbox),
-   where that test raises after its body
-   completes (tail) or where each equality assertion expects another value of the
-   expected value's type (expectation; a test with none gets its first assertion
-   negated instead). A genuine fix fails both; a skipped body, a
-   rewritten outcome, an early exit 0, an always-equal object or code that reads the
-   expectation passes one, and the verdict is reward 0 (`canary_passed`). A twin that
-   cannot be built is named in `GradeResult.notes`, never guessed. A tail twin also writes
-   a mark (random path and text, only in its source) when its test's body completes; the
-   grader reads it back from the fork. A tail twin without it, where the verdict run passed,
-   ran the same test the same way and failed in the body: reward 0 (`tail_not_reached`).
-   That catches code that forges a pass at random, not knowing which run is which: in a
-   tail twin it either forges (exit 0) or fails honestly (no mark).
+3. **Marks must be left, canary twins must fail.** Every FAIL_TO_PASS test function is
+   marked in every run (`agent_env.grading.canaries.mark_tests`): once its body completes,
+   it writes a mark (random path and text, only in the run's source), which the grader
+   reads back from the verdict run's fork; before each top-level equality assertion it
+   compares the computed value with a changed expectation, and where that holds too (an
+   object equal to anything) the mark is not written. A verdict run that exits 0 without
+   every mark did not complete those bodies with honest values: reward 0
+   (`tail_not_reached`). That catches a skipped body, an early exit 0, a rewritten
+   outcome, and code that forges a pass or is always-equal at random (not knowing which
+   run is which) in the verdict run itself. Then each required test function gets one
+   twin (`agent_env.grading.canaries`): the same command in a fork of the same sandbox (the
+   verdict run is a fork alike, with the same files written into it, so that no run tells
+   itself from another by its sandbox or its wrappers), where each equality assertion of
+   that test expects another value of the expected value's type (expectation; a test with
+   none gets its first assertion negated, and one with no assertion at all raises after
+   its mark: tail). A genuine fix fails it; an always-equal object, code that reads the
+   expectation, or any mechanism that turns failures into passes passes it, and the
+   verdict is reward 0 (`canary_passed`). A twin must also leave the marks of the required
+   functions it leaves unaltered (a genuine fix completes them there): code that is
+   honest in a twin's process, at random or by telling it from the verdict run, fails
+   them (`tail_not_reached`); a twin that can ask for no other mark gets a tail twin
+   beside it (`agent_env.grading.plan.build_twins`). A twin or mark that cannot be built
+   is named in `GradeResult.notes`, never guessed.
 4. **The log only downgrades.** What the verdict run printed is parsed with the task's log
    parser: a required test it does not report as passed (failed, missing, skipped:
    `skipped_required`, xfailed: `xfail_required`) fails. Nothing it prints passes a test
@@ -167,15 +175,18 @@ def _verdict(
             problems.setdefault("canary_passed", []).append(
                 f"{twin.test}: its {twin.kind} canary, built to fail, exited 0"
             )
-        elif twin.mark is not None and not run.marked:
-            how = (
-                "its sandbox failed" if result is None
-                else "it timed out" if result.timed_out
-                else f"it exited {result.exit_code}"
-            )  # fmt: skip
+        elif run.unmarked:
+            how = "its sandbox failed" if result is None else "it timed out" if result.timed_out else "it failed"
             problems.setdefault("tail_not_reached", []).append(
-                f"{twin.test}: its tail canary left no mark ({how}): its body did not complete, or an equality"
-                " also held against a changed expectation, where the verdict run passed"
+                f"{twin.test}: its {twin.kind} canary left {len(run.unmarked)} of its {len(twin.marks)} marks"
+                f" unwritten ({how}): the bodies a genuine fix completes there did not complete, or an equality"
+                " also held against a changed expectation"
+            )
+    if passed_run:
+        for test in runs.unmarked:
+            problems.setdefault("tail_not_reached", []).append(
+                f"{test}: the verdict run exited 0 but left no mark of it: its body did not complete, or an"
+                " equality also held against a changed expectation"
             )
     notes = list(runs.prepared.skipped_twins)
     # PASS_TO_PASS tests read as expected failures: the control run decides (run only then).
@@ -213,6 +224,7 @@ def _verdict(
         exit_code=runs.verdict.exit_code,
         problems=tuple(f"{rule}: {text}" for rule, texts in problems.items() for text in texts),
         canaries=tuple((r.twin.test, r.twin.kind, r.result.exit_code if r.result else None) for r in runs.twins),
+        marks=tuple((test, test not in runs.unmarked) for test, _ in runs.prepared.marks),
         notes=tuple(notes),
         command=runs.prepared.command,
         seconds=runs.seconds,

@@ -49,7 +49,7 @@ def test_a_passing_grading_books_its_verdict_run_and_its_canaries_apart():
     _, reward, _, _, info = env.step(finish)
     env.close()
     twins = len(info["grade"].canaries)
-    assert reward == 1.0 and twins == 2 * len(TASK.grading.fail_to_pass)
+    assert reward == 1.0 and twins == len(TASK.grading.fail_to_pass)  # one per test function
     # The grading sandbox's start is setup; the verdict run's fork is the test run's, one fork
     # per twin the canaries'; the runs and the closes take no time on this clock.
     assert (env.cost.grading_setup_seconds, env.cost.canary_seconds) == (START_S, FORK_S * twins)

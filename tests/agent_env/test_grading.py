@@ -32,10 +32,12 @@ def test_gold_resolves_and_empty_does_not(task):
     gold = grade_patch(task, task.gold_patch)
     assert gold.resolved, (task.id, gold.failed, gold.log[-2000:])
     assert not gold.missing
-    # Every FAIL_TO_PASS test has its two canary twins, and the genuine fix fails each one.
-    assert sorted((test, kind == "tail") for test, kind, _ in gold.canaries) == sorted(
-        (test, tail) for test in task.grading.fail_to_pass for tail in (False, True)
-    )
+    # The verdict run left every FAIL_TO_PASS test's mark (its body completed); each test
+    # function has one canary twin that alters its assertions (one for all the parameters a
+    # function runs with), and the genuine fix fails each one.
+    assert gold.marks == tuple((test, True) for test in task.grading.fail_to_pass)
+    twinned = sorted(test.split("[")[0] for test, kind, _ in gold.canaries if kind in ("expectation", "negation"))
+    assert twinned == sorted({test.split("[")[0] for test in task.grading.fail_to_pass})
     assert all(code not in (0, None) for _, _, code in gold.canaries) and not gold.notes
     empty = grade_patch(task, "")
     assert not empty.resolved
@@ -145,17 +147,18 @@ def test_a_task_sandbox_definition_sets_env_and_limits(tmp_path):
 def test_a_canary_builder_that_fails_is_named_and_grading_goes_on(monkeypatch):
     # A bug in a twin builder (pylint's `assert self.texts` once raised KeyError in the
     # negation twin) must not stop a training run: the twin is missing, and the note says why.
-    from agent_env.grading import runs
+    from agent_env.grading import plan
 
     def broken(*args, **kwargs):
         raise KeyError("texts")
 
-    monkeypatch.setattr(runs, "expectation_twin", broken)
+    monkeypatch.setattr(plan, "expectation_twin", broken)
     task = TASKS[0]
     gold = grade_patch(task, task.gold_patch)
     assert gold.resolved and {kind for _, kind, _ in gold.canaries} == {"tail"}
-    assert gold.notes == tuple(
-        f"{test}: no broken canary: its builder failed (KeyError)" for test in task.grading.fail_to_pass
+    assert all(code not in (0, None) for _, _, code in gold.canaries)
+    assert sorted(gold.notes) == sorted(
+        f"{test}: no expectation canary: its builder failed (KeyError)" for test in task.grading.fail_to_pass
     )
 
 

@@ -7,6 +7,8 @@ catch, and leave every line of the file where it was."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import os
 import random
 import subprocess
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_env.grading.canaries import expectation_twin, tail_twin
+from agent_env.grading.canaries import expectation_twin, find_test, tail_twin
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, result_reason
 from agent_env.grading.selection import (
     directives_of,
@@ -554,6 +556,106 @@ def test_a_tail_twin_leaves_no_mark_where_an_equality_also_held_against_a_change
     assert Path(tail.mark[0]).read_text() == tail.mark[1]
 
 
+@pytest.mark.parametrize("runner", ["unittest", "pytest"])
+def test_every_run_carries_the_marks_and_a_twin_differs_only_in_its_test(tmp_path, runner):
+    """`mark_tests`: the verdict run's file has every required function marked, so the verdict
+    run itself proves each body completed (an always-equal result exits 0 there and leaves no
+    mark: `tail_not_reached`); a twin's file is the same text, with the same names, paths and
+    marks (the same seed), but for the lines of the function it alters, so no run tells
+    itself from another by the wrappers. A function with nothing to alter gets a twin that
+    raises after its mark."""
+    from agent_env.grading.canaries import mark_tests
+
+    source = UNITTEST_FILE if runner == "unittest" else PYTEST_FILE
+    cases = UNITTEST_CASES if runner == "unittest" else PYTEST_CASES
+    tests, qualnames = [t for t, _ in cases], [q for _, q in cases]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    marked = mark_tests(source, "test_file.py", qualnames, 1234, str(marks))
+    assert sorted(marked.marks) == sorted(qualnames) and not marked.reasons
+    assert marked == mark_tests(source, "test_file.py", qualnames, 1234, str(marks))
+    assert _no_line_moved(source, marked.source)
+    assert _run(tmp_path, runner, marked.source, HONEST, tests) == 0
+    assert {Path(p).read_text() for p, _ in marked.marks.values()} == {t for _, t in marked.marks.values()}
+    for cheat in (ALWAYS_EQUAL, TYPED_EQUAL):
+        for path, _ in marked.marks.values():
+            Path(path).unlink(missing_ok=True)
+        assert _run(tmp_path, runner, marked.source, cheat, tests) == 0  # paid, but...
+        assert list(marks.iterdir()) == [], cheat  # ...no body completed with honest values
+    assert _run(tmp_path, runner, marked.source, UNFIXED, tests) != 0
+    twin = expectation_twin(source, "test_file.py", tests[0], qualnames[0], random.Random(3))
+    assert twin.source is not None
+    in_twin = mark_tests(twin.source, "test_file.py", qualnames, 1234, str(marks))
+    assert in_twin.marks == marked.marks
+    function = find_test(ast.parse(source), qualnames[0])[1]
+    assert function is not None and function.end_lineno is not None
+    # In the test file's own lines, only the altered function's differ (a computed
+    # expectation's change helper is appended after them, a known tell: docs/grading.md).
+    lines = len(source.splitlines())
+    pairs = zip(marked.source.splitlines()[:lines], in_twin.source.splitlines()[:lines], strict=True)
+    changed = [n for n, (a, b) in enumerate(pairs) if a != b]
+    assert changed and all(function.lineno - 1 <= n < function.end_lineno for n in changed)
+    assert _run(tmp_path, runner, in_twin.source, HONEST, tests) != 0
+    raising = mark_tests(source, "test_file.py", qualnames, 1234, str(marks), raising=qualnames[0])
+    assert _run(tmp_path, runner, raising.source, HONEST, tests) != 0
+    assert Path(raising.marks[qualnames[0]][0]).read_text() == raising.marks[qualnames[0]][1]
+
+
+def _twins_of(qualnames: list[str], command: str = "python -m unittest"):
+    """`_build_twins` for UNITTEST_FILE's `qualnames`, marked as `_prepare` marks them."""
+    from agent_env.grading.canaries import mark_tests
+    from agent_env.grading.plan import Prepared, build_twins
+    from tasks import builtin_tasks
+
+    marked = mark_tests(UNITTEST_FILE, "test_file.py", qualnames, 99)
+    prepared = Prepared(
+        (), frozenset(), command, (), (),
+        twin_files=(("test_file.py", marked.source),),
+        marks=tuple((f"test_file.{q}", m) for q, m in marked.marks.items()),
+        functions=tuple(("test_file.py", q, (f"test_file.{q}",)) for q in qualnames),
+        seeds=(("test_file.py", 99),),
+        originals=(("test_file.py", UNITTEST_FILE),),
+    )  # fmt: skip
+    twins, missing = build_twins(builtin_tasks()[0], prepared, random.Random(4))
+    return marked.marks, sorted(twins, key=lambda t: (t.test, t.kind)), missing
+
+
+def test_a_twin_must_leave_the_other_functions_marks_and_a_lone_function_gets_a_tail_twin(tmp_path):
+    """Where a twin alters one required function, the others run unaltered in its process
+    and a genuine fix completes them: their marks are asked of it, so code that is honest in
+    that process (at random, not knowing which run is which) cannot fail the twin without
+    failing them. A twin that can ask for no other mark (one required function, or a command
+    that stops at its first failure) gets a tail twin beside it, which must leave its own."""
+    area, patched = "AreaTests.test_area", "AreaTests.test_patched"
+    marks, twins, missing = _twins_of([area, patched])
+    assert [(t.test, t.kind, t.marks) for t in twins] == [
+        (f"test_file.{area}", "expectation", (marks[patched],)),
+        (f"test_file.{patched}", "expectation", (marks[area],)),
+    ]
+    assert not missing
+    # Run for real: a genuine fix fails each twin and leaves the other function's mark.
+    tests = [f"test_file.{area}", f"test_file.{patched}"]
+    for twin in twins:
+        assert twin.source is not None
+        assert _run(tmp_path, "unittest", twin.source, HONEST, tests) != 0
+        assert all(Path(path).read_text() == text for path, text in twin.marks)
+        for path, _ in twin.marks:
+            Path(path).unlink()
+        assert _run(tmp_path, "unittest", twin.source, UNFIXED, tests) != 0  # honest code, no fix:
+        assert not Path(marks[area][0]).exists()  # test_area's body fails there
+        for path, _ in marks.values():  # the marks are under /tmp, as in a sandbox
+            Path(path).unlink(missing_ok=True)
+    marks, twins, missing = _twins_of([area])
+    assert [(t.kind, t.marks) for t in twins] == [("expectation", ()), ("tail", (marks[area],))]
+    marks, twins, _ = _twins_of([area, patched], "python -m unittest --failfast")
+    assert sorted((t.test, t.kind, len(t.marks)) for t in twins) == [
+        (f"test_file.{area}", "expectation", 0), (f"test_file.{area}", "tail", 1),
+        (f"test_file.{patched}", "expectation", 0), (f"test_file.{patched}", "tail", 1),
+    ]  # fmt: skip
+    _, twins, missing = _twins_of(["AreaTests.test_only_true", "AreaTests.test_line"])
+    assert [t.kind for t in twins] == ["expectation", "negation"]  # test_line, test_only_true
+
+
 HELPER_FILE = textwrap.dedent(
     """\
     import pytest
@@ -852,40 +954,48 @@ def test_a_sympy_run_is_narrowed_to_exactly_the_required_names(tmp_path):
 # -- the verdict from the twins' runs ----------------------------------------------------------
 
 
-def test_a_tail_twin_without_its_mark_after_a_passing_verdict_run_is_reward_0():
-    """`tail_not_reached`: the verdict run passed, the tail twin failed as a canary must, but
-    its body never completed (no mark read back): the same run failed in the body."""
+def test_a_passing_verdict_run_without_a_mark_is_reward_0():
+    """`tail_not_reached`: the verdict run exited 0 and every twin failed as a canary must,
+    but a FAIL_TO_PASS test's mark was not left (its body never completed): the run passed
+    without that test. A verdict run that failed is a plain failure (no rule: it earns
+    nothing whatever the marks say), and a twin that exits 0 is `canary_passed`."""
     from agent_env.grading.canaries import Twin
-    from agent_env.grading.runs import Prepared, Runs, TwinRun
+    from agent_env.grading.plan import Prepared
+    from agent_env.grading.runs import Runs, TwinRun
     from agent_env.grading.verdict import _verdict
     from sandboxes import ExecResult
     from tasks import builtin_tasks
 
     task = next(t for t in builtin_tasks() if t.id == "text-dedent-whitespace-lines")
-    test = task.grading.fail_to_pass[0]
-    tail = Twin("tail", test, "tests/test_whitespace_lines.py", "source", mark=("/tmp/a_b", "c d 1"))
+    test, other = task.grading.fail_to_pass[:2]
     expectation = Twin("expectation", test, "tests/test_whitespace_lines.py", "source")
-    prepared = Prepared((), frozenset(), "python -m unittest", (tail, expectation), ())
-    failed = ExecResult(exit_code=1, output="")
+    marks = tuple((t, (f"/tmp/mark_{n}", "c d 1")) for n, t in enumerate(task.grading.fail_to_pass))
+    prepared = Prepared((), frozenset(), "python -m unittest", (expectation,), (), marks=marks)
+    passed, failed = ExecResult(exit_code=0, output=""), ExecResult(exit_code=1, output="")
 
-    def verdict(*twins: TwinRun):
-        return _verdict(task, (), Runs(prepared, ExecResult(exit_code=0, output=""), twins), None)
+    def verdict(run: ExecResult, twin: ExecResult | None, unmarked: tuple[str, ...] = ()):
+        return _verdict(task, (), Runs(prepared, run, (TwinRun(expectation, twin),), unmarked=unmarked), None)
 
-    honest = verdict(TwinRun(tail, failed, marked=True), TwinRun(expectation, failed))
-    assert "tail_not_reached" not in honest.blocked and "canary_passed" not in honest.blocked
-    forged = verdict(TwinRun(tail, failed), TwinRun(expectation, failed))
+    honest = verdict(passed, failed)
+    assert not honest.blocked and honest.marks == tuple((t, True) for t in task.grading.fail_to_pass)
+    forged = verdict(passed, failed, unmarked=(other,))
     assert not forged.resolved and forged.blocked == ("tail_not_reached",)
     assert forged.problems == (
-        f"tail_not_reached: {test}: its tail canary left no mark (it exited 1): its body did not complete, "
-        "or an equality also held against a changed expectation, where the verdict run passed",
+        f"tail_not_reached: {other}: the verdict run exited 0 but left no mark of it: its body did not "
+        "complete, or an equality also held against a changed expectation",
     )
-    broke = verdict(TwinRun(tail, None), TwinRun(expectation, ExecResult(exit_code=0, output="")))
-    assert broke.blocked == ("tail_not_reached", "canary_passed")  # in the twins' order
-    assert broke.problems[0].startswith(
-        f"tail_not_reached: {test}: its tail canary left no mark (its sandbox failed): "
-    )
-    hung = verdict(TwinRun(tail, ExecResult(exit_code=124, output="", timed_out=True)), TwinRun(expectation, failed))
-    assert hung.problems == (
-        f"tail_not_reached: {test}: its tail canary left no mark (it timed out): its body did not complete, "
-        "or an equality also held against a changed expectation, where the verdict run passed",
+    assert (other, False) in forged.marks and (test, True) in forged.marks
+    both = verdict(passed, passed, unmarked=(test,))
+    assert both.blocked == ("canary_passed", "tail_not_reached")
+    plain = verdict(failed, None, unmarked=(test, other))
+    assert not plain.resolved and "tail_not_reached" not in plain.blocked
+    # A twin that failed, as it must, without the marks of the functions it left unaltered.
+    asked = dataclasses.replace(expectation, marks=(marks[1][1],))
+    runs = Runs(prepared, passed, (TwinRun(asked, failed, unmarked=(marks[1][1][0],)),))
+    honest_there = _verdict(task, (), runs, None)
+    assert honest_there.blocked == ("tail_not_reached",) and not honest_there.resolved
+    assert honest_there.problems == (
+        f"tail_not_reached: {test}: its expectation canary left 1 of its 1 marks unwritten (it failed): the "
+        "bodies a genuine fix completes there did not complete, or an equality also held against a changed "
+        "expectation",
     )

@@ -18,8 +18,11 @@ def docker(spec):
 def test_gold_resolves_and_empty_does_not_in_docker(task):
     gold = grade_patch(task, task.gold_patch, sandbox_factory=docker)
     assert gold.resolved, (task.id, gold.failed, gold.log[-2000:])
-    # The twins ran as locally: two per FAIL_TO_PASS test, each failed by the genuine fix.
-    assert len(gold.canaries) == 2 * len(task.grading.fail_to_pass) and not gold.notes
+    # The marks and the twins as locally: every mark left, one twin per FAIL_TO_PASS test
+    # function, each failed by the genuine fix.
+    assert gold.marks == tuple((test, True) for test in task.grading.fail_to_pass)
+    functions = {test.split("[")[0] for test in task.grading.fail_to_pass}
+    assert len(gold.canaries) == len(functions) and not gold.notes
     assert all(code not in (0, None) for _, _, code in gold.canaries)
     assert not grade_patch(task, "", sandbox_factory=docker).resolved
 

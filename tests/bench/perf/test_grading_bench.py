@@ -15,7 +15,7 @@ def test_one_task_is_measured_gold_with_its_twins_and_empty_without():
     task = builtin_tasks(["text-slugify-custom-separator"])[0]
     figures = measure(task, lambda spec: make_sandbox(spec, "local"), repeat=1)
     prefix = task.id
-    assert figures[f"{prefix}.gold.runs"] == 1 + 2 * len(task.grading.fail_to_pass)  # the verdict and the twins
+    assert figures[f"{prefix}.gold.runs"] == 1 + len(task.grading.fail_to_pass)  # the verdict and the twins
     assert figures[f"{prefix}.empty.runs"] == 1  # a failed verdict: no twin runs
     for label in ("gold", "empty"):
         ratio = figures[f"{prefix}.{label}.grade_s"] / figures[f"{prefix}.{label}.plain_s"]
