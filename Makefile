@@ -62,7 +62,7 @@ lint: setup
 
 # The whole suite, as CI runs it; the 25 slowest tests listed at the end.
 test: setup lint
-	$(PY) -m pytest -n 2 --durations=25 $(ARGS)
+	$(PY) -m pytest -n 2 --maxschedchunk 1 --durations=25 $(ARGS)
 
 # Before every commit: the unit tiers of every package (no Docker, no Ray cluster, no slow,
 # adversarial, GPU or real-row tests).

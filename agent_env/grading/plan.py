@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from agent_env.grading.applying import TEST_PATCH, apply_agent_patch, git_apply, run_fresh
-from agent_env.grading.canaries import Twin, expectation_twin, mark_tests, source_defines
+from agent_env.grading.canaries import Marked, Twin, expectation_twin, mark_tests, source_defines
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
     directives_of,
@@ -153,7 +153,13 @@ def _plan_marks(
     verdict_files: dict[str, str] = {}
     marks: dict[str, tuple[str, str]] = {}
     for path, qualnames in by_path.items():
-        done = mark_tests(sources[path] or "", path, qualnames, seeds[path])
+        try:
+            done = mark_tests(sources[path] or "", path, qualnames, seeds[path])
+        except Exception as exc:  # noqa: BLE001 - a builder's bug must not stop a training run
+            log.exception("task %s: marking %s failed (a grader bug)", task.id, path)
+            done = Marked(
+                sources[path] or "", {}, dict.fromkeys(qualnames, f"its builder failed ({type(exc).__name__})")
+            )
         verdict_files[path] = done.source
         for qualname in qualnames:
             tests = functions[(path, qualname)]
@@ -197,12 +203,14 @@ def build_twins(task: Task, prepared: Prepared, rng: random.Random) -> tuple[lis
         others = others if completes else ()
         try:
             twin = expectation_twin(source, path, test, qualname, rng)
+            if twin.source is not None:
+                marked = mark_tests(twin.source, path, by_path[path], seed).source
+                twin = dataclasses.replace(twin, source=marked, marks=others)
         except Exception as exc:  # noqa: BLE001 - a builder's bug must not stop a training run
             log.exception("task %s: building a canary for %s failed (a grader bug)", task.id, test)
             twin = Twin("expectation", test, path, None, f"its builder failed ({type(exc).__name__})")
         if twin.source is not None:
-            marked = mark_tests(twin.source, path, by_path[path], seed).source
-            twins.append(dataclasses.replace(twin, source=marked, marks=others))
+            twins.append(twin)
         else:
             missing.append(f"{test}: no {twin.kind} canary: {twin.reason}")
         if own is not None and (twin.source is None or not others):  # the body completes, then it raises

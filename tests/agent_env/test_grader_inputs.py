@@ -16,7 +16,7 @@ import random
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent_env.grading.canaries import expectation_twin, tail_twin
+from agent_env.grading.canaries import expectation_twin, mark_tests, tail_twin
 from agent_env.grading.expected import changed_literal, literal_replacement
 from agent_env.grading.logs import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable, with_cut_ids
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, filter_patch, split_patch
@@ -157,6 +157,13 @@ def test_twins_are_built_or_refused_with_a_reason_for_any_test_file(source, qual
         assert (twin.source is None) == bool(twin.reason)
         if twin.source is not None:
             compile(twin.source, "t.py", "exec")  # a built twin is valid Python
+    # Marked for every run, with another function beside it: each function is marked or
+    # refused with a reason, and the text stays valid Python wherever it parsed before.
+    marked = mark_tests(source, "t.py", [qualname, "test_b"], 0)
+    assert set(marked.marks) | set(marked.reasons) == {qualname, "test_b"}
+    assert all(marked.reasons.values()) and not set(marked.marks) & set(marked.reasons)
+    if marked.marks:
+        compile(marked.source, "t.py", "exec")
 
 
 @SETTINGS
