@@ -109,6 +109,8 @@ COLOCATED_STEPS = 4
 
 @needs_bwrap
 def test_colocated_trains_every_step_on_every_unit_and_generates_on_every_unit(tmp_path: Path, ray_cluster):
+    """Over 60 s in a full suite on 2 cores (74 s, 2026-12-07): a real colocated run on Ray,
+    each step's learner and rollout phases on every unit, long enough to see each unit do both."""
     stream = write_phase_suite(tmp_path / "suite", slow_seconds=0.0, slow_steps=COLOCATED_STEPS)
     config = load_config(
         None,

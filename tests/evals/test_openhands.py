@@ -121,6 +121,8 @@ def grade(predictions: Path, tmp_path: Path, name: str) -> dict[str, dict]:
 
 
 def test_openhands_submits_what_the_gold_actions_make_and_it_resolves(openhands_python, tmp_path):
+    """Over 60 s in a full suite on 2 cores (80 s, 2026-12-07): the real OpenHands SDK, in its own
+    Python 3.12 venv, plays a whole conversation against our sandbox; then the patch is graded."""
     output, requests = run_openhands(openhands_python, "gold", tmp_path)
 
     # The SDK sent chat completions with its own tools, and the script answered with them.

@@ -108,7 +108,8 @@ phases:
 @pytest.mark.slow
 def test_a_two_phase_smoke_run_goes_end_to_end(tmp_path):
     """The real bench on a two-phase stream with the quick config: a 2-step warm start, one RL
-    step per phase for each method (4 rollouts each), the table, plot and figures."""
+    step per phase for each method (4 rollouts each), the table, plot and figures. Over 60 s
+    (87-137 s in a full suite on 2 cores): a real training run per method."""
     (tmp_path / "stream.yaml").write_text(STREAM)
     out = tmp_path / "out"
     argv = ["--config", "configs/train_swe_quick.yaml", "--stream", str(tmp_path / "stream.yaml"), "--seeds", "1",

@@ -53,7 +53,8 @@ def test_the_arms_differ_only_in_the_family_weights():
 @pytest.mark.slow
 def test_a_one_step_smoke_run_goes_end_to_end(tmp_path):
     """The real bench on the quick config with two families: a 2-step warm start, one RL step
-    of each arm, an evaluation of 2 episodes before and after, the table and figures."""
+    of each arm, an evaluation of 2 episodes before and after, the table and figures. Over 60 s
+    (70-140 s in a full suite on 2 cores): a real training run per arm."""
     out = tmp_path / "out"
     argv = ["--config", "configs/train_swe_quick.yaml", "--steps", "1", "--seeds", "1", "--out", str(out),
             "--json", str(tmp_path / "se_rl.json"), "tasks.ids=[config-env-prefix-strip,numeric-histogram-upper-edge]",
