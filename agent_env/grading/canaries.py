@@ -9,7 +9,8 @@ expects) makes a test that is built to fail exit 0 too. So each FAIL_TO_PASS tes
 gets a twin, run exactly as the real test is run (same command line, same files but one),
 whose exit status must be non-zero, and every run, the verdict run too, carries marks:
 
-- **mark** (`mark_tests`, the tail wrapper of `tail_twin` that returns normally): each
+- **mark** (`agent_env.grading.marks.mark_tests`, the tail wrapper of `tail_twin` that returns
+  normally): each
   required test function is wrapped so that it writes its *mark* (a random text, at a
   random path under /tmp) once its body has completed without a failed `subTest`, where no
   call of the function (another parameter) failed in that process; the grader reads it
@@ -86,7 +87,7 @@ class Twin:
     has completed (None for other twins)."""
     marks: tuple[tuple[str, str], ...] = ()
     """The marks (path, text) its run must leave, though it fails: those of the required
-    functions it does not alter (`mark_tests`), whose bodies a genuine fix completes there,
+    functions it does not alter (`agent_env.grading.marks`), whose bodies a genuine fix completes there,
     and a tail twin's own. Code that is honest in a twin's process fails them."""
 
 
@@ -138,11 +139,19 @@ def _is_mark(decorator: ast.expr) -> bool:
 
 
 def tail_twin(
-    source: str, path: str, test: str, qualname: str, rng: random.Random, mark_dir: str = "/tmp", raises: bool = True
+    source: str,
+    path: str,
+    test: str,
+    qualname: str,
+    rng: random.Random,
+    mark_dir: str = "/tmp",
+    raises: bool = True,
+    taken: str | None = None,
 ) -> Twin:
     """`source` with `qualname` wrapped so that it writes its mark (`Twin.mark`) and raises
     after returning normally (`raises=False`: returns what the test returned, the form every
-    run of a grading carries: `mark_tests`).
+    run of a grading carries: `agent_env.grading.marks.mark_tests`). Its names avoid the words of `taken` (default:
+    `source`).
 
     The wrapper keeps the test's signature (pytest finds fixtures and parameters by it,
     also on versions that do not follow `__wrapped__`), its attributes (`pytestmark`,
@@ -158,14 +167,15 @@ def tail_twin(
     if len(classes) != qualname.count("."):
         return Twin("tail", test, path, None, f"class {qualname.rsplit('.', 1)[0]} is not defined at the top of {path}")
     name = qualname.rsplit(".", 1)[-1]
-    names = idents(rng, 15, source)
+    avoid = source if taken is None else taken
+    names = idents(rng, 15, avoid)
     wrap, inner, target, tools, inspect, files, opener, handle, outcome, failed, system, error, args, kwargs, value = (
         names
     )
     exception = rng.choice(_TAIL_EXCEPTIONS)
     message = " ".join(rng.sample(NAME_WORDS, rng.randint(2, 4)))
     mark = (f"{mark_dir}/{idents(rng, 1)[0]}", " ".join(rng.sample(NAME_WORDS, 3)) + f" {rng.getrandbits(48)}")
-    checked, checks = _checked_equalities(source, function, failed, mark[0], rng, " ".join(names))
+    checked, checks = _checked_equalities(source, function, failed, mark[0], rng, f"{avoid} {' '.join(names)}")
     holder = owner or None
     if function is not None and all(_is_mark(d) for d in function.decorator_list):
         params, call = ast.unparse(function.args), _call_of(function.args)
@@ -244,10 +254,8 @@ def _checked_equalities(
     caught only by the expectation twin, another process. First, not after: code that counts
     its comparisons meets the changed value on the call the verdict run makes with the real
     one. Only operands are wrapped (`first(x) == second(e, ...)`), so no line moves."""
-    first, second, slot, change, marker, value, check, at, raises, operands, system, error = idents(
-        rng, 12, source + taken
-    )
-    a, b = idents(rng, 2, source + taken + " ".join((first, second, slot, change, marker)))
+    first, second, slot, change, marker, value, check, at, raises, operands, system, error = idents(rng, 12, taken)
+    a, b = idents(rng, 2, taken + " " + " ".join((first, second, slot, change, marker)))
     sides = [(s, side) for s in (function.body if function else []) if (side := expected_side(s)) is not None]
     encoded = [line.encode() for line in pysource.lines(source)]
     for statement, side in sorted(sides, key=lambda found: (found[0].lineno, found[0].col_offset), reverse=True):
@@ -362,7 +370,7 @@ def _negation_twin(source: str, path: str, test: str, function: ast.FunctionDef 
     return Twin("negation", test, path, text if text.endswith("\n") else text + "\n")
 
 
-def expectation_twin(source: str, path: str, test: str, qualname: str, rng: random.Random) -> Twin:
+def expectation_twin(source: str, path: str, test: str, qualname: str, rng: random.Random, avoid: str = "") -> Twin:
     """`source` with the expected side of each top-level equality assertion in `qualname`'s
     body changed to a value that must compare unequal: a literal becomes another literal of
     its type (`4` -> `61`, `"ab"` -> `"abqx"`, a list gains an item), so code that reads the
@@ -380,7 +388,7 @@ def expectation_twin(source: str, path: str, test: str, qualname: str, rng: rand
     targets = [side for statement in function.body if (side := expected_side(statement)) is not None]
     if not targets:  # nothing to expect otherwise: its first assertion must fail instead
         return _negation_twin(source, path, test, function)
-    helper, marker = idents(rng, 2, source)
+    helper, marker = idents(rng, 2, source + avoid)  # avoid: the marks' names, in the same file
     helper_used = False
     encoded = [line.encode() for line in pysource.lines(source)]
     # Replace from the last target backwards, so earlier offsets stay valid (col offsets
@@ -411,35 +419,3 @@ def source_defines(source: str, qualname: str) -> bool:
     """Whether `qualname` is defined at the top of `source` (sympy's ids name only a function)."""
     tree = _parse(source)
     return not isinstance(tree, str) and find_test(tree, qualname)[1] is not None
-
-
-@dataclass(frozen=True)
-class Marked:
-    """A test file with every required test function marked (`mark_tests`)."""
-
-    source: str
-    marks: dict[str, tuple[str, str]]
-    """Each marked function's mark (path, text), by qualname."""
-    reasons: dict[str, str]
-    """Why a function got no mark, by qualname."""
-
-
-def mark_tests(
-    source: str, path: str, qualnames: list[str], seed: int, mark_dir: str = "/tmp", raising: str | None = None
-) -> Marked:
-    """`source` with each function of `qualnames` wrapped as a tail twin wraps it (its mark
-    written once its body completes, its equalities checked against changed expectations),
-    but returning normally, or raising after its mark for `raising`. Every run of a grading
-    carries these wrappers, the verdict run too, so that no run tells itself from another by
-    them; the same `seed` gives the same names, paths and texts in each run's copy of the
-    file, so two runs' copies differ only where a twin altered its test."""
-    rng = random.Random(seed)
-    marks: dict[str, tuple[str, str]] = {}
-    reasons: dict[str, str] = {}
-    for qualname in qualnames:
-        twin = tail_twin(source, path, qualname, qualname, rng, mark_dir, raises=qualname == raising)
-        if twin.source is None or twin.mark is None:
-            reasons[qualname] = twin.reason
-            continue
-        source, marks[qualname] = twin.source, twin.mark
-    return Marked(source, marks, reasons)

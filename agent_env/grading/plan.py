@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 
 from agent_env.grading.applying import TEST_PATCH, apply_agent_patch, git_apply, run_fresh
-from agent_env.grading.canaries import Marked, Twin, expectation_twin, mark_tests, source_defines
+from agent_env.grading.canaries import Twin, expectation_twin, source_defines
+from agent_env.grading.marks import Marked, mark_tests
 from agent_env.grading.result import GradingError
 from agent_env.grading.selection import (
     directives_of,
@@ -187,7 +188,7 @@ def build_twins(task: Task, prepared: Prepared, rng: random.Random) -> tuple[lis
     must leave its own mark; so does a function with no assertion to alter, instead. Built
     only once the verdict run passed (`agent_env.grading.runs.run_tests`): a failing patch (most
     of them) needs none."""
-    originals, seeds = dict(prepared.originals), dict(prepared.seeds)
+    originals, seeds, verdict_files = dict(prepared.originals), dict(prepared.seeds), dict(prepared.twin_files)
     by_path: dict[str, list[str]] = {}
     for path, qualname, _ in prepared.functions:
         by_path.setdefault(path, []).append(qualname)
@@ -202,9 +203,9 @@ def build_twins(task: Task, prepared: Prepared, rng: random.Random) -> tuple[lis
         others = tuple(m for where, m in marks_of.items() if m is not None and where != (path, qualname))
         others = others if completes else ()
         try:
-            twin = expectation_twin(source, path, test, qualname, rng)
+            twin = expectation_twin(source, path, test, qualname, rng, avoid=verdict_files[path])
             if twin.source is not None:
-                marked = mark_tests(twin.source, path, by_path[path], seed).source
+                marked = mark_tests(twin.source, path, by_path[path], seed, avoid=source).source
                 twin = dataclasses.replace(twin, source=marked, marks=others)
         except Exception as exc:  # noqa: BLE001 - a builder's bug must not stop a training run
             log.exception("task %s: building a canary for %s failed (a grader bug)", task.id, test)

@@ -16,9 +16,10 @@ import random
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agent_env.grading.canaries import expectation_twin, mark_tests, tail_twin
+from agent_env.grading.canaries import expectation_twin, tail_twin
 from agent_env.grading.expected import changed_literal, literal_replacement
 from agent_env.grading.logs import MAX_LOG_LINE, failure_reports, failure_text, network_failure, parseable, with_cut_ids
+from agent_env.grading.marks import mark_tests
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, filter_patch, split_patch
 from agent_env.grading.selection import directives_of, locate, runner_of, select_command
 from tasks.log_parsers import log_parser

@@ -11,6 +11,7 @@ import ast
 import dataclasses
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agent_env.grading import pysource
 from agent_env.grading.canaries import expectation_twin, find_test, tail_twin
 from agent_env.grading.protected import ProtectionRule, config_change_allowed, result_reason
 from agent_env.grading.selection import (
@@ -564,7 +566,7 @@ def test_every_run_carries_the_marks_and_a_twin_differs_only_in_its_test(tmp_pat
     marks (the same seed), but for the lines of the function it alters, so no run tells
     itself from another by the wrappers. A function with nothing to alter gets a twin that
     raises after its mark."""
-    from agent_env.grading.canaries import mark_tests
+    from agent_env.grading.marks import mark_tests
 
     source = UNITTEST_FILE if runner == "unittest" else PYTEST_FILE
     cases = UNITTEST_CASES if runner == "unittest" else PYTEST_CASES
@@ -601,9 +603,31 @@ def test_every_run_carries_the_marks_and_a_twin_differs_only_in_its_test(tmp_pat
     assert Path(raising.marks[qualnames[0]][0]).read_text() == raising.marks[qualnames[0]][1]
 
 
+def test_a_twins_copy_draws_the_same_marks_whatever_words_the_twin_adds():
+    """A mark's names avoid the words of the file they go into. A twin's copy has words the
+    verdict run's lacks (a changed string, a computed expectation's change helper): drawn
+    clear of the twin's own text, the names, and after them the marks' paths and texts,
+    could differ from the verdict run's, and the twin's run would leave marks other than the
+    ones it is asked for, costing a genuine fix its reward. Drawn clear of the verdict run's
+    text before marking (`avoid`), they are the same."""
+    from agent_env.grading.marks import mark_tests
+
+    qualnames = ["AreaTests.test_area", "AreaTests.test_patched"]
+    marked = mark_tests(UNITTEST_FILE, "test_file.py", qualnames, 7)
+    drawn = sorted(set(re.findall(r"\w+", marked.source)) - set(re.findall(r"\w+", UNITTEST_FILE)))
+    twin_text = UNITTEST_FILE + f"# {' '.join(drawn)}\n"  # every name the marks drew, in the twin
+    assert mark_tests(twin_text, "test_file.py", qualnames, 7).marks != marked.marks  # the failure, shown
+    kept = mark_tests(twin_text, "test_file.py", qualnames, 7, avoid=UNITTEST_FILE)
+    assert kept.marks == marked.marks
+    # The same wrappers, word for word, after each copy's own lines.
+    appended = pysource.lines(kept.source)[len(pysource.lines(twin_text)) :]
+    assert appended == pysource.lines(marked.source)[len(pysource.lines(UNITTEST_FILE)) :]
+    compile(kept.source, "test_file.py", "exec")
+
+
 def _twins_of(qualnames: list[str], command: str = "python -m unittest"):
     """`_build_twins` for UNITTEST_FILE's `qualnames`, marked as `_prepare` marks them."""
-    from agent_env.grading.canaries import mark_tests
+    from agent_env.grading.marks import mark_tests
     from agent_env.grading.plan import Prepared, build_twins
     from tasks import builtin_tasks
 
