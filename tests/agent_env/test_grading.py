@@ -30,7 +30,7 @@ def _one_per_family_fast(tasks: list) -> list:
 @pytest.mark.parametrize("task", _one_per_family_fast(TASKS))
 def test_gold_resolves_and_empty_does_not(task):
     gold = grade_patch(task, task.gold_patch)
-    assert gold.resolved, (task.id, gold.failed, gold.log[-2000:])
+    assert gold.resolved, (task.id, gold.failed, gold.blocked, gold.problems, gold.log[-2000:])
     assert not gold.missing
     # The verdict run left every FAIL_TO_PASS test's mark (its body completed); each test
     # function has one canary twin that alters its assertions (one for all the parameters a

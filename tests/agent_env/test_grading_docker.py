@@ -17,7 +17,7 @@ def docker(spec):
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.id)
 def test_gold_resolves_and_empty_does_not_in_docker(task):
     gold = grade_patch(task, task.gold_patch, sandbox_factory=docker)
-    assert gold.resolved, (task.id, gold.failed, gold.log[-2000:])
+    assert gold.resolved, (task.id, gold.failed, gold.blocked, gold.problems, gold.log[-2000:])
     # The marks and the twins as locally: every mark left, one twin per FAIL_TO_PASS test
     # function, each failed by the genuine fix.
     assert gold.marks == tuple((test, True) for test in task.grading.fail_to_pass)
