@@ -74,7 +74,8 @@ def wait_until(condition: Callable[[], object], deadline: float, what: str, *, i
         time.sleep(interval)
 
 
-@pytest.hookimpl(trylast=True)  # after tests/*/conftest.py have added their markers
+# Not `trylast`: this must run before pytest's own `-m` selection (`make test-fast` leaves the
+# `ray` tier out by the marker added here); tests/*/conftest.py's hooks run before it anyway.
 def pytest_collection_modifyitems(items):
     # A test on the shared Ray cluster takes a minute or more on 2 cores: the `ray` tier,
     # which `make test-fast` leaves out (tests that start Ray in a subprocess say so themselves).

@@ -80,3 +80,26 @@ def test_readme_config_fields_and_eval_flags_exist():
     flags = subprocess.run([sys.executable, "-m", "evals.swe", "--help"], capture_output=True, text=True, cwd=ROOT)
     for flag in set(re.findall(r'ARGS="(--[a-z-]+)', text)):
         assert flag in flags.stdout, f"README passes `{flag}`, which `evals.swe --help` does not list"
+
+
+def test_the_fast_tier_selects_no_test_of_the_tiers_it_leaves_out():
+    """`make test-fast`'s selection, collected as it runs it: no test on the shared Ray
+    cluster (the `ray` marker is added at collection, and must be there before `-m` selects:
+    when it was added after, the fast tier ran the training tests and took 11 minutes, not
+    3), and the long tests first in the full suite's order."""
+    import subprocess
+    import sys
+
+    fast = re.search(r"^FAST := (.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert fast is not None
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    collect.append("tests/trainer/test_orchestrator.py")
+    selected = subprocess.run([*collect, "-m", fast.group(1)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    everything = subprocess.run(collect, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    ids = [line for line in everything.stdout.splitlines() if "::" in line]
+    uses_ray = "tests/trainer/test_orchestrator.py::test_vigor_in_deterministic_mode_resumes_to_the_same_trajectories_and_params"
+    assert uses_ray in ids  # it takes the ray_cluster fixture
+    assert uses_ray not in selected.stdout
+    # In the full suite's order, the file's `ray` tests (all it leaves out) come before the rest.
+    fast_ids = [line for line in selected.stdout.splitlines() if "::" in line]
+    assert fast_ids and ids[-len(fast_ids) :] == fast_ids
