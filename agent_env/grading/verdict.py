@@ -18,7 +18,7 @@ anything in that process, so no verdict here comes from a checker inside the tes
    required tests (`agent_env.grading.selection`), runs once with the stock runner (no plugin of
    ours) as a fresh process; it must exit 0.
 3. **Marks must be left, canary twins must fail.** Every FAIL_TO_PASS test function is
-   marked in every run (`agent_env.grading.canaries.mark_tests`): once its body completes,
+   marked in every run (`agent_env.grading.marks.mark_tests`): once its body completes,
    it writes a mark (random path and text, only in the run's source), which the grader
    reads back from the verdict run's fork; before each top-level equality assertion it
    compares the computed value with a changed expectation, and where that holds too (an
