@@ -133,6 +133,14 @@ def _locate_required(
     return functions, missing
 
 
+def _qualnames_by_path(functions) -> dict[str, list[str]]:
+    """The required functions' qualnames, grouped by the file that defines them (in order)."""
+    by_path: dict[str, list[str]] = {}
+    for path, qualname, *_ in functions:
+        by_path.setdefault(path, []).append(qualname)
+    return by_path
+
+
 def _plan_marks(
     task: Task,
     sandbox: Sandbox,
@@ -147,9 +155,7 @@ def _plan_marks(
     function, (path, qualname), with its ids; each file's seed for its marks, so that a twin's
     copy carries the same ones; why a test got no mark)."""
     functions, missing = _locate_required(task, sandbox, files, runner, described, sources)
-    by_path: dict[str, list[str]] = {}
-    for path, qualname in functions:
-        by_path.setdefault(path, []).append(qualname)
+    by_path = _qualnames_by_path(functions)
     seeds = {path: rng.getrandbits(64) for path in by_path}
     verdict_files: dict[str, str] = {}
     marks: dict[str, tuple[str, str]] = {}
@@ -189,9 +195,7 @@ def build_twins(task: Task, prepared: Prepared, rng: random.Random) -> tuple[lis
     only once the verdict run passed (`agent_env.grading.runs.run_tests`): a failing patch (most
     of them) needs none."""
     originals, seeds, verdict_files = dict(prepared.originals), dict(prepared.seeds), dict(prepared.twin_files)
-    by_path: dict[str, list[str]] = {}
-    for path, qualname, _ in prepared.functions:
-        by_path.setdefault(path, []).append(qualname)
+    by_path = _qualnames_by_path(prepared.functions)
     mark_of = dict(prepared.marks)
     marks_of = {(path, qualname): mark_of.get(tests[0]) for path, qualname, tests in prepared.functions}
     completes = not STOPS_AT_FIRST_FAILURE.search(prepared.command)
