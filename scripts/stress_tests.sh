@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run a pytest selection COUNT times in a row under an artificial CPU load (two busy processes
 # per core by default), to show that its outcome does not depend on timing.
+#   scripts/stress_tests.sh 20            # the stress check: `-m "slow or ray or signals" -n 2 -W default`
 #   scripts/stress_tests.sh 20 tests/test_newcomer.py tests/sandboxes/test_pool.py -k 'interrupt or ctrl_c'
 #   scripts/stress_tests.sh 3 -m slow
 #   LOAD=8 scripts/stress_tests.sh 5 tests/sandboxes   # LOAD busy processes (default: 2 x cores)
@@ -12,12 +13,19 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' "$0"
+  exit 0
+fi
 if [ $# -lt 1 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: $0 COUNT [PYTEST SELECTION AND OPTIONS...]" >&2
   exit 2
 fi
 count=$1
 shift
+# With no selection, the stress check of the suite: the slow and end-to-end tests (`slow`, and
+# `ray`: training runs, kill-and-resume) and those that send or await signals (`signals`).
+[ $# -gt 0 ] || set -- -m "slow or ray or signals" -n 2 -W default
 PY=${PY:-.venv/bin/python}
 LOAD=${LOAD:-$((2 * $(nproc)))}
 logs=${STRESS_LOGS:-$(mktemp -d /tmp/stress-tests.XXXXXX)}

@@ -31,6 +31,7 @@ TRAIN_STOP_S = 20.0
 # -- the signal helper itself -------------------------------------------------------------------
 
 
+@pytest.mark.signals
 def test_sigterm_is_an_interrupt_and_the_handlers_come_back():
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     with interrupts(), pytest.raises(Interrupted) as info:
@@ -40,6 +41,7 @@ def test_sigterm_is_an_interrupt_and_the_handlers_come_back():
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
+@pytest.mark.signals
 def test_sigterm_stays_143_when_a_library_reraises_it_as_a_plain_keyboard_interrupt():
     """Ray's `ray.get` answers our `Interrupted` with a KeyboardInterrupt of its own (no
     signum) when the signal lands while it waits; the exit status must still say SIGTERM."""
@@ -50,6 +52,7 @@ def test_sigterm_stays_143_when_a_library_reraises_it_as_a_plain_keyboard_interr
     assert exit_status(KeyboardInterrupt()) == 130  # outside the block: a plain Ctrl-C
 
 
+@pytest.mark.signals
 def test_a_second_signal_while_stopping_is_ignored(capsys):
     with interrupts():
         with pytest.raises(Interrupted) as info:

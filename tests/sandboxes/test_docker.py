@@ -164,6 +164,7 @@ def _exists(engine, container_id: str) -> bool:
     return bool(engine.containers.list(all=True, filters={"id": container_id}))
 
 
+@pytest.mark.signals
 def test_reaper_removes_containers_of_a_killed_owner(engine):
     owner = _owner_process("sb.exec('sleep 300', timeout=600)\n")
     container_id = owner.stdout.readline().strip()
@@ -177,6 +178,7 @@ def test_reaper_removes_containers_of_a_killed_owner(engine):
     assert not _exists(engine, container_id)
 
 
+@pytest.mark.signals
 def test_sigterm_removes_the_owners_containers(engine):
     owner = _owner_process("import time\ntime.sleep(300)\n")
     container_id = owner.stdout.readline().strip()
@@ -186,6 +188,7 @@ def test_sigterm_removes_the_owners_containers(engine):
     assert not _exists(engine, container_id)
 
 
+@pytest.mark.signals
 def test_an_idle_sandbox_goes_when_its_owner_dies(engine):
     """Without the reaper: stdin closes with the owner, the supervisor exits, AutoRemove."""
     owner = _owner_process("import time\ntime.sleep(300)\n")

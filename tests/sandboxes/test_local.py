@@ -106,6 +106,7 @@ def test_fork_bomb_cannot_exceed_the_cap_on_the_host(workspace):
         assert count() == 1
 
 
+@pytest.mark.signals
 def test_a_clean_up_cut_by_ctrl_c_goes_on_to_its_end_then_the_interrupt_is_raised(tmp_path):
     """Ctrl-C / SIGTERM become an exception in the main thread wherever it is, a close's
     `rmtree` included: a `sandbox-layer-*` folder outlived a stopped validation that way."""
@@ -320,6 +321,7 @@ def test_a_fork_takes_a_sandbox_started_ahead_and_spares_go_with_their_parent(wo
         assert wait_for_pid_exit(pid, 10) and not root.exists()
 
 
+@pytest.mark.signals
 @needs_root
 def test_a_spare_that_died_waiting_gives_way_to_a_fork_started_then(workspace, caplog):
     with make_sandbox(SandboxSpec(workspace=workspace)) as parent:
@@ -475,6 +477,7 @@ def test_reaper_removes_directories_of_dead_owners_only(tmp_path):
     assert mine.exists() and not orphan.exists() and not recycled.exists()
 
 
+@pytest.mark.signals
 def test_sandbox_dies_with_its_owner(tmp_path):
     """A SIGKILLed owner leaves no sandbox process behind (bubblewrap --die-with-parent)."""
     script = (

@@ -198,6 +198,7 @@ def test_size_zero_is_a_plain_factory_and_a_bad_size_is_one_line():
         assert str(error.value) == f"sandbox pool size must be a whole number >= 0 (0: no pool), got {bad!r}"
 
 
+@pytest.mark.signals
 @needs_bwrap
 def test_ctrl_c_leaves_no_sandbox_behind(workspace, tmp_path):
     """A process interrupted with its pool full (and a sandbox in use) leaves nothing: the

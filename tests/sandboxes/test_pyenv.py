@@ -209,6 +209,7 @@ def test_docker_builds_copy_python_files_in_for_the_install_steps(tmp_path):
         assert sandbox.exec("cat got.txt").output == f"from the host {tmp_path.name}\n"
 
 
+@pytest.mark.signals
 def test_a_wait_for_another_process_s_build_lock_ends_on_close_all(tmp_path, caplog):
     """An interrupted command's build thread blocked on a lock another process holds (the
     other's build running for minutes) must not hold the exit: `close_all` ends the wait with

@@ -172,6 +172,7 @@ def test_verify_command_prints_ok_or_the_first_bad_file(run, tmp_path, capsys):
     assert out.startswith(f"damaged: {copy / 'state.json'}: ") and out.count("\n") == 1
 
 
+@pytest.mark.signals
 def test_an_explicit_resume_of_a_damaged_checkpoint_is_one_line(run, tmp_path):
     from trainer.train import main
 
