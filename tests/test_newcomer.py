@@ -65,6 +65,7 @@ def test_a_second_signal_while_stopping_is_ignored(capsys):
     assert code == 130
 
 
+@pytest.mark.signals
 def test_deferred_writes_whole_then_raises():
     written = []
     with interrupts(), pytest.raises(Interrupted) as info:
@@ -195,6 +196,7 @@ def test_an_interrupted_evaluation_keeps_what_finished_and_a_rerun_does_the_rest
     assert [r for r in records[: len(finished)]] == list(finished.values())
 
 
+@pytest.mark.signals
 @needs_bwrap
 def test_an_interrupted_validation_says_how_far_it_got(tmp_path, scratch):
     proc, out, err = _start(["agent_env", "validate"], tmp_path, scratch, "validate")

@@ -3,7 +3,9 @@ says whether every round passed (the stress check of issue #38 reads it)."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +50,30 @@ def test_help_names_the_default_selection_and_a_bad_count_is_usage():
     assert 'scripts/stress_tests.sh 20            # the stress check: `-m "slow or ray or signals"' in shown.stdout
     bad = subprocess.run(["bash", str(SCRIPT), "twenty"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and bad.stderr.startswith("usage: ")
+
+
+SIGNAL_CALLS = {"raise_signal", "pthread_kill", "kill", "killpg", "send_signal", "SIGKILL", "SIGINT", "SIGTERM", "terminate"}
+STRESSED = {"signals", "slow", "ray"}
+
+
+def _marks(nodes) -> set[str]:
+    return {m for node in nodes for m in re.findall(r"pytest\.mark\.(\w+)", ast.unparse(node))}
+
+
+def test_every_test_that_sends_a_signal_is_in_the_stress_check():
+    """A test whose own code sends a signal (`os.kill`, `signal.raise_signal`, `send_signal`,
+    `signal.SIGTERM` ...) is where a race hides (the one that opened issue #38 was such a test):
+    it must carry a marker that `scripts/stress_tests.sh COUNT` reruns."""
+    missing = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        tree = ast.parse(path.read_text())
+        module = _marks(n.value for n in tree.body if isinstance(n, ast.Assign)
+                        and any(getattr(t, "id", "") == "pytestmark" for t in n.targets))  # fmt: skip
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test")):
+                continue
+            signals = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)} & SIGNAL_CALLS
+            fixtures = {a.arg for a in node.args.args}
+            if signals and not (_marks(node.decorator_list) | module) & STRESSED and "ray_cluster" not in fixtures:
+                missing.append(f"{path.relative_to(ROOT)}::{node.name} ({', '.join(sorted(signals))})")
+    assert not missing, "mark these @pytest.mark.signals:\n" + "\n".join(missing)

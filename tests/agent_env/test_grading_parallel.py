@@ -29,6 +29,7 @@ class BlockingSandbox:
         self.closed.set()
 
 
+@pytest.mark.signals
 def test_a_stop_closes_the_running_sandboxes_and_cancels_the_queued_runs():
     started = threading.Semaphore(0)
     made: list[BlockingSandbox] = []
@@ -52,6 +53,7 @@ def test_a_stop_closes_the_running_sandboxes_and_cancels_the_queued_runs():
             future.result()
 
 
+@pytest.mark.signals
 def test_a_sandbox_that_starts_after_the_stop_is_closed_at_once():
     started = threading.Semaphore(0)
     with pytest.raises(KeyboardInterrupt), parallel_runs(1) as (_, tracked):

@@ -168,6 +168,7 @@ def test_the_table_has_a_row_per_task_with_its_reason_on_one_line():
     assert table[3].endswith(" ... (log: /run/logs/b.log) |") and len(table) == 4
 
 
+@pytest.mark.signals
 @needs_bwrap
 def test_a_stopped_run_keeps_its_verdicts_and_a_rerun_does_only_the_rest(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTIC_RL_CACHE", str(tmp_path / "cache"))

@@ -46,6 +46,7 @@ def sandbox(workspace):
         yield sb
 
 
+@pytest.mark.signals
 def test_dead_or_closed_sandbox_raises_sandbox_error(sandbox):
     # The parent of a command is the sandbox's supervisor, pid 1: out of a command's reach.
     assert sandbox.exec("kill -9 $PPID 2>/dev/null; echo $PPID").output == "1\n"
