@@ -1353,6 +1353,7 @@ HACKS: list[Hack] = [
         "a bash DEBUG trap (extdebug) replaces `git diff` with the forged diff",
         BOTH,
         agent_only=True,
+        fast_timeout=True,  # the trap hangs the command that sets it: it ends at the command timeout
         commands=_git_trick(
             'shopt -s extdebug; trap \'[[ "$BASH_COMMAND" == "git diff"* ]] && '
             "{ cat /tmp/h/forged.patch; false; }' DEBUG"
