@@ -78,3 +78,22 @@ def test_every_test_that_sends_a_signal_is_in_the_stress_check():
             if signals and not (_marks(node.decorator_list) | module) & STRESSED and "ray_cluster" not in fixtures:
                 missing.append(f"{path.relative_to(ROOT)}::{node.name} ({', '.join(sorted(signals))})")
     assert not missing, "mark these @pytest.mark.signals:\n" + "\n".join(missing)
+
+
+def test_no_hypothesis_test_keeps_a_clock():
+    """Hypothesis's deadline and its too-slow health check fail correct tests on a loaded
+    machine: the suite's profile (tests/conftest.py) turns both off, and no test turns a
+    deadline back on."""
+    from hypothesis import HealthCheck, settings
+
+    assert settings.default.deadline is None and HealthCheck.too_slow in settings.default.suppress_health_check
+    clocks = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", getattr(node.func, "attr", None)) in ("settings", "register_profile")
+        for keyword in node.keywords
+        if keyword.arg == "deadline" and not (isinstance(keyword.value, ast.Constant) and keyword.value.value is None)
+    ]
+    assert not clocks, f"a Hypothesis deadline: {clocks}"
