@@ -182,7 +182,7 @@ with ToolEnv(load_task_set("builtin", ["collections-indexed-heap-reprioritize"])
     out = {}
     result = ws.execute_command("pwd && echo new > new.txt")
     out["execute"] = [result.exit_code, result.stdout, result.timeout_occurred]
-    out["timeout"] = ws.execute_command("sleep 5", timeout=1).timeout_occurred
+    out["timeout"] = ws.execute_command("sleep 120", timeout=1).timeout_occurred  # far past it, even on a loaded machine
     (host / "up.txt").write_text("uploaded\\n")
     out["upload"] = ws.file_upload(host / "up.txt", "sub/up.txt").success
     out["download"] = ws.file_download("sub/up.txt", host / "down.txt").success and (host / "down.txt").read_text()

@@ -17,6 +17,8 @@ class FakeServer:
         self.requests: list[dict] = []
         self.failures = 0  # answer this many requests with 503 first
         self.delay_s = 0.0
+        self.answering = threading.Event()  # cleared: each request waits, unanswered, until close()
+        self.answering.set()
         self.hold_until_peak = 0  # hold each request until this many were in flight at once
         self.active = 0
         self.peak = 0
@@ -42,6 +44,7 @@ class FakeServer:
                         owner.hold_until_peak = 0
                 try:
                     time.sleep(owner.delay_s)
+                    owner.answering.wait(timeout=120)
                 finally:
                     # Done before the answer is sent: a client that has its answer may send
                     # the next request before this thread would otherwise get to run again.
@@ -77,6 +80,7 @@ class FakeServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def close(self):
+        self.answering.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -120,7 +124,9 @@ def test_timeouts_and_dead_servers_raise():
 
 
 def test_slow_server_times_out(server):
-    server.delay_s = 1.0
+    # No answer until the test ends (not a 1 s delay: a client starved for a second on a
+    # loaded machine would have found the answer waiting and not timed out).
+    server.answering.clear()
     engine = OpenAIEngine(server.url, "m", backoff_s=0.01, max_retries=0, timeout_s=0.2)
     with pytest.raises(EngineError, match="1 attempt"):
         engine.generate([[1]], max_new_tokens=1)
