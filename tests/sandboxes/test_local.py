@@ -175,6 +175,30 @@ def test_a_held_bomb_is_refused_by_the_kernel_in_the_sandboxes_own_cgroup(worksp
     assert not cgroup.exists()  # removed with the sandbox
 
 
+# Three of these hold 240 MB at once, whatever the machine's load: each takes its 80 MB once
+# all three have started, and holds them until all three hold theirs or one of them is gone
+# (killed). Not a fixed time: a 3 s hold missed the others where starting one took seconds.
+HOLD_80_MB = """\
+import os, time
+room, me = "/tmp/holders", str(os.getpid())
+os.makedirs(room, exist_ok=True)
+open(f"{room}/started.{me}", "w").close()
+def ready(kind):
+    return [name.split(".")[1] for name in os.listdir(room) if name.startswith(kind)]
+def gone(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+while len(ready("started")) < 3:
+    time.sleep(0.01)
+held = b"1" * (80 * 1024**2)
+open(f"{room}/holding.{me}", "w").close()
+while len(ready("holding")) < 3 and not any(gone(pid) for pid in ready("started")):
+    time.sleep(0.01)
+"""
+
+
 @needs_memory_cgroups
 @pytest.mark.parametrize("layout", ["overlay", "copy"])
 def test_the_sandboxes_memory_is_capped_in_all_by_a_cgroup_of_its_own(workspace, layout):
@@ -189,8 +213,9 @@ def test_the_sandboxes_memory_is_capped_in_all_by_a_cgroup_of_its_own(workspace,
         limit_file = "memory.max" if (cgroup / "memory.max").exists() else "memory.limit_in_bytes"
         assert int((cgroup / limit_file).read_text()) == limit
         assert str(sb.host_pid) in (cgroup / "cgroup.procs").read_text().split()
-        hold = "python3 -c \"import time; x = b'1' * (80 * 1024**2); time.sleep(3)\""
-        result = sb.exec(f"{hold} & {hold} & {hold} & wait %1 && wait %2 && wait %3", timeout=30)
+        sb.write_file("/tmp/hold.py", HOLD_80_MB)
+        hold = "python3 /tmp/hold.py"
+        result = sb.exec(f"{hold} & {hold} & {hold} & wait %1 && wait %2 && wait %3", timeout=60)
         assert result.cause == "memory" and result.exit_code != 0
         assert sb._caps[0].oom_kills() >= 1
         assert sb.exec("echo ok").output == "ok\n"  # the supervisor is not the one killed
