@@ -265,3 +265,4 @@ def test_a_wait_for_another_process_s_build_lock_ends_on_close_all(tmp_path, cap
     finally:
         holder.kill()
         holder.wait()
+        holder.stdout.close()  # else a ResourceWarning names its pipe
