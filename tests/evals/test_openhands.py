@@ -72,11 +72,12 @@ def openhands_python() -> Path:
 def scripted_server(model: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """`python -m evals.serve --scripted MODEL` on a free port: its base URL and requests log."""
     requests_log, server_log = tmp_path / f"{model}-requests.jsonl", tmp_path / f"{model}-server.log"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "evals.serve", "--scripted", model, "--instances", ",".join(TASKS),
-         "--style", "explore", "--port", "0", "--requests-log", str(requests_log)],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=server_log.open("w"), text=True,
-    )  # fmt: skip
+    with server_log.open("w") as errors:  # the child keeps its own copy of the descriptor
+        server = subprocess.Popen(
+            [sys.executable, "-m", "evals.serve", "--scripted", model, "--instances", ",".join(TASKS),
+             "--style", "explore", "--port", "0", "--requests-log", str(requests_log)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=errors, text=True,
+        )  # fmt: skip
     try:
         first = server.stdout.readline()  # "serving 'gold' for 3 task(s) at http://127.0.0.1:PORT/v1"
         assert " at http://" in first, f"the server did not start: {server_log.read_text()}"
@@ -84,6 +85,7 @@ def scripted_server(model: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        server.stdout.close()
 
 
 def openhands_run(python: Path, base_url: str, model: str, output: Path, ids: list[str]) -> subprocess.CompletedProcess:

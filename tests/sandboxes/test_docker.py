@@ -138,7 +138,9 @@ def test_listing_images_survives_an_image_removed_as_it_is_listed(engine):
     assert image["Id"] in listed and image["Id"] not in {i.id for i in reaper.list_images(engine)}
 
 
-def _owner_process(body: str) -> subprocess.Popen:
+def _owner_process(body: str) -> tuple[subprocess.Popen, str]:
+    """A process that starts a docker sandbox, prints its container's id (its only output),
+    then runs `body`; and that id."""
     script = textwrap.dedent(
         """
         from sandboxes import make_sandbox, SandboxSpec
@@ -146,7 +148,9 @@ def _owner_process(body: str) -> subprocess.Popen:
         print(sb.container_id, flush=True)
         """
     ) + textwrap.dedent(body)
-    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    with owner.stdout:
+        return owner, owner.stdout.readline().strip()
 
 
 def _runs(engine, container_id: str, command: str) -> bool:
@@ -166,8 +170,7 @@ def _exists(engine, container_id: str) -> bool:
 
 @pytest.mark.signals
 def test_reaper_removes_containers_of_a_killed_owner(engine):
-    owner = _owner_process("sb.exec('sleep 300', timeout=600)\n")
-    container_id = owner.stdout.readline().strip()
+    owner, container_id = _owner_process("sb.exec('sleep 300', timeout=600)\n")
     # Mid-command: the supervisor is busy and will not notice its owner go.
     wait_until(lambda: _runs(engine, container_id, "sleep 300"), time.monotonic() + 120, "the command to start")
     owner.send_signal(signal.SIGKILL)
@@ -180,8 +183,7 @@ def test_reaper_removes_containers_of_a_killed_owner(engine):
 
 @pytest.mark.signals
 def test_sigterm_removes_the_owners_containers(engine):
-    owner = _owner_process("import time\ntime.sleep(300)\n")
-    container_id = owner.stdout.readline().strip()
+    owner, container_id = _owner_process("import time\ntime.sleep(300)\n")
     assert _exists(engine, container_id)
     owner.send_signal(signal.SIGTERM)
     assert owner.wait(timeout=120) == -signal.SIGTERM  # the default action still happens
@@ -191,8 +193,7 @@ def test_sigterm_removes_the_owners_containers(engine):
 @pytest.mark.signals
 def test_an_idle_sandbox_goes_when_its_owner_dies(engine):
     """Without the reaper: stdin closes with the owner, the supervisor exits, AutoRemove."""
-    owner = _owner_process("import time\ntime.sleep(300)\n")
-    container_id = owner.stdout.readline().strip()
+    owner, container_id = _owner_process("import time\ntime.sleep(300)\n")
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     import docker.errors

@@ -523,6 +523,7 @@ def test_sandbox_dies_with_its_owner(tmp_path):
     )
     owner.kill()
     owner.wait()
+    owner.stdout.close()
     assert wait_for_pid_exit(bwrap_pid, timeout=60), "the sandbox outlived its owner"
     assert reaper.reap_local() >= 1  # its directory is an orphan now
 

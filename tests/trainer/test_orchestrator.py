@@ -142,10 +142,10 @@ def test_an_episode_in_flight_switches_weights_between_turns_and_records_each_ve
 
 
 def _launch(tmp_path: Path, run_name: str, args: list[str]) -> subprocess.Popen:
-    log = open(tmp_path / f"{run_name}.log", "a")  # noqa: SIM115 - closed with the process
     command = [sys.executable, "-m", "trainer.train", *args, f"run.output_dir={tmp_path}", f"run.name={run_name}",
                "run.resume=auto"]  # fmt: skip
-    return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp_path / f"{run_name}.log", "a") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _kill_run(process: subprocess.Popen) -> None:
