@@ -625,22 +625,29 @@ def test_a_twins_copy_draws_the_same_marks_whatever_words_the_twin_adds():
     compile(kept.source, "test_file.py", "exec")
 
 
-def _twins_of(qualnames: list[str], command: str = "python -m unittest"):
-    """`_build_twins` for UNITTEST_FILE's `qualnames`, marked as `_prepare` marks them."""
+def _planned(source: str, qualnames: list[str], command: str, seed: int, rng: int, prefix: str = "test_file."):
+    """`source` (test_file.py) marked as `prepare` marks it, and `build_twins` for its
+    `qualnames` (ids `prefix` + qualname): (the marked file, the twins, why any is missing)."""
     from agent_env.grading.marks import mark_tests
     from agent_env.grading.plan import Prepared, build_twins
     from tasks import builtin_tasks
 
-    marked = mark_tests(UNITTEST_FILE, "test_file.py", qualnames, 99)
+    marked = mark_tests(source, "test_file.py", qualnames, seed)
     prepared = Prepared(
         (), frozenset(), command, (), (),
         twin_files=(("test_file.py", marked.source),),
-        marks=tuple((f"test_file.{q}", m) for q, m in marked.marks.items()),
-        functions=tuple(("test_file.py", q, (f"test_file.{q}",)) for q in qualnames),
-        seeds=(("test_file.py", 99),),
-        originals=(("test_file.py", UNITTEST_FILE),),
+        marks=tuple((f"{prefix}{q}", m) for q, m in marked.marks.items()),
+        functions=tuple(("test_file.py", q, (f"{prefix}{q}",)) for q in qualnames),
+        seeds=(("test_file.py", seed),),
+        originals=(("test_file.py", source),),
     )  # fmt: skip
-    twins, missing = build_twins(builtin_tasks()[0], prepared, random.Random(4))
+    twins, missing = build_twins(builtin_tasks()[0], prepared, random.Random(rng))
+    return marked, twins, missing
+
+
+def _twins_of(qualnames: list[str], command: str = "python -m unittest"):
+    """`build_twins` for UNITTEST_FILE's `qualnames`, marked as `prepare` marks them."""
+    marked, twins, missing = _planned(UNITTEST_FILE, qualnames, command, 99, 4)
     return marked.marks, sorted(twins, key=lambda t: (t.test, t.kind)), missing
 
 
@@ -1086,20 +1093,8 @@ def test_a_forge_that_reads_a_computed_expectation_is_caught(tmp_path, qualnames
     having memorised any test, forges the expected value elsewhere, and is paid. A literal
     expectation changes invisibly (`10` -> `71`). Strict: once this passes, the limit is gone
     and docs/grading.md and tasks/README.md must say so."""
-    from agent_env.grading.marks import mark_tests
-    from agent_env.grading.plan import Prepared, build_twins
-    from tasks import builtin_tasks
-
     ids = [f"test_file.py::{q}" for q in qualnames]
-    marked = mark_tests(COMPUTED_FILE, "test_file.py", qualnames, 5)
-    prepared = Prepared(
-        (), frozenset(), "python -m pytest", (), (),
-        twin_files=(("test_file.py", marked.source),),
-        marks=tuple((f"test_file.py::{q}", m) for q, m in marked.marks.items()),
-        functions=tuple(("test_file.py", q, (f"test_file.py::{q}",)) for q in qualnames),
-        seeds=(("test_file.py", 5),), originals=(("test_file.py", COMPUTED_FILE),),
-    )  # fmt: skip
-    twins, missing = build_twins(builtin_tasks()[0], prepared, random.Random(5))
+    marked, twins, missing = _planned(COMPUTED_FILE, qualnames, "python -m pytest", 5, 5, prefix="test_file.py::")
     assert not missing and {t.kind for t in twins} <= {"expectation", "tail"}
 
     def left(marks) -> bool:
