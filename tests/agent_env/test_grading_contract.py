@@ -1094,7 +1094,9 @@ def test_a_forge_that_reads_a_computed_expectation_is_caught(tmp_path, qualnames
     expectation changes invisibly (`10` -> `71`). Strict: once this passes, the limit is gone
     and docs/grading.md and tasks/README.md must say so."""
     ids = [f"test_file.py::{q}" for q in qualnames]
-    marked, twins, missing = _planned(COMPUTED_FILE, qualnames, "python -m pytest", 5, 5, prefix="test_file.py::")
+    # A seed of each case's own: the marks are files under /tmp, and the two cases may run at once.
+    seed = 5 + len(qualnames)
+    marked, twins, missing = _planned(COMPUTED_FILE, qualnames, "python -m pytest", seed, seed, prefix="test_file.py::")
     assert not missing and {t.kind for t in twins} <= {"expectation", "tail"}
 
     def left(marks) -> bool:
